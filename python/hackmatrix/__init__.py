@@ -1,0 +1,1 @@
+"""HackMatrix RL: the game in pure JAX, PPO training, and tools to watch agents."""

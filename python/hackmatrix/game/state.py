@@ -1,0 +1,177 @@
+"""The game state as fixed-shape pytrees (rules §2).
+
+Layout conventions, relied on by every module:
+- Ordered lists (enemies, transmissions) are fixed-capacity arrays whose active slots form a
+  prefix in list order: slot i is the i-th element of the rules' list. Appending writes slot
+  `count`; removing compacts the survivors stably (`compact`). `active` marks the prefix.
+- Cells are [6, 6] arrays indexed [row, col]; row 0 is the bottom row.
+- Everything UNDO restores (§7.15) lives in `Core`; a history snapshot is a compact copy of it.
+- Scalars are int32/bool 0-d arrays, so the same code runs unbatched and under vmap.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+from flax import struct
+
+from hackmatrix.game import constants as C
+
+
+@struct.dataclass
+class Enemies:
+    active: jax.Array          # bool[K]
+    kind: jax.Array            # int32[K]: VIRUS, DAEMON, GLITCH, CRYPTOG
+    row: jax.Array             # int32[K]
+    col: jax.Array             # int32[K]
+    hp: jax.Array              # int32[K]; scenario hp is stored verbatim
+    disabled_turns: jax.Array  # int32[K]
+    stunned: jax.Array         # bool[K]
+    from_siphon: jax.Array     # bool[K]  (spawnedFromSiphon)
+    from_scheduled: jax.Array  # bool[K]  (isFromScheduledTask)
+
+
+@struct.dataclass
+class Transmissions:
+    active: jax.Array           # bool[T]
+    row: jax.Array              # int32[T]
+    col: jax.Array              # int32[T]
+    turns_remaining: jax.Array  # int32[T]
+    enemy_type: jax.Array       # int32[T]
+    from_siphon: jax.Array      # bool[T]
+    from_scheduled: jax.Array   # bool[T]
+
+
+@struct.dataclass
+class Cells:
+    content: jax.Array        # int32[6,6]: EMPTY, DATA_BLOCK, PROGRAM_BLOCK, QUESTION_BLOCK, DATA_SIPHON, EXIT
+    points: jax.Array         # int32[6,6]: data points (also the hidden points of a data question block)
+    program: jax.Array        # int32[6,6]: program index, NO_PROGRAM (-1) if none (question: hidden program)
+    spawn_count: jax.Array    # int32[6,6]
+    credits: jax.Array        # int32[6,6]; a cell never holds both credits and energy
+    energy: jax.Array         # int32[6,6]
+    siphoned: jax.Array       # bool[6,6]
+    siphon_center: jax.Array  # bool[6,6]
+
+
+@struct.dataclass
+class Core:
+    """Everything an UNDO snapshot holds and restores (§7.15)."""
+    player_row: jax.Array
+    player_col: jax.Array
+    hp: jax.Array
+    credits: jax.Array
+    energy: jax.Array
+    data_siphons: jax.Array
+    score: jax.Array
+    attack_damage: jax.Array
+    turn: jax.Array
+    owned: jax.Array           # bool[23], indexed by program index
+    enemies: Enemies
+    transmissions: Transmissions
+    cells: Cells
+    show_activated: jax.Array
+    scheduled_tasks_disabled: jax.Array
+    atk_plus_uses: jax.Array
+
+
+@struct.dataclass
+class GameState:
+    core: Core
+    stage: jax.Array
+    exit_row: jax.Array
+    exit_col: jax.Array
+    step_active: jax.Array
+    pending_siphon_transmissions: jax.Array
+    scheduled_interval: jax.Array
+    next_scheduled_turn: jax.Array
+    history: Core        # every leaf has a leading HISTORY_CAPACITY axis; stored compactly
+    history_top: jax.Array   # slot of the newest snapshot
+    history_size: jax.Array  # number of valid snapshots, 0..HISTORY_CAPACITY
+
+
+def _i32(x=0):
+    return jnp.asarray(x, dtype=jnp.int32)
+
+
+def _bool(x=False):
+    return jnp.asarray(x, dtype=jnp.bool_)
+
+
+def empty_enemies() -> Enemies:
+    k = C.MAX_ENEMIES
+    zeros = jnp.zeros((k,), jnp.int32)
+    false = jnp.zeros((k,), jnp.bool_)
+    return Enemies(active=false, kind=zeros, row=zeros, col=zeros, hp=zeros,
+                   disabled_turns=zeros, stunned=false, from_siphon=false, from_scheduled=false)
+
+
+def empty_transmissions() -> Transmissions:
+    t = C.MAX_TRANSMISSIONS
+    zeros = jnp.zeros((t,), jnp.int32)
+    false = jnp.zeros((t,), jnp.bool_)
+    return Transmissions(active=false, row=zeros, col=zeros, turns_remaining=zeros,
+                         enemy_type=zeros, from_siphon=false, from_scheduled=false)
+
+
+def empty_cells() -> Cells:
+    shape = (C.BOARD_SIZE, C.BOARD_SIZE)
+    zeros = jnp.zeros(shape, jnp.int32)
+    false = jnp.zeros(shape, jnp.bool_)
+    return Cells(content=zeros, points=zeros, program=jnp.full(shape, C.NO_PROGRAM, jnp.int32),
+                 spawn_count=zeros, credits=zeros, energy=zeros, siphoned=false,
+                 siphon_center=false)
+
+
+def empty_core() -> Core:
+    return Core(player_row=_i32(), player_col=_i32(), hp=_i32(3), credits=_i32(), energy=_i32(),
+                data_siphons=_i32(), score=_i32(), attack_damage=_i32(1), turn=_i32(),
+                owned=jnp.zeros((C.NUM_PROGRAMS,), jnp.bool_), enemies=empty_enemies(),
+                transmissions=empty_transmissions(), cells=empty_cells(),
+                show_activated=_bool(), scheduled_tasks_disabled=_bool(), atk_plus_uses=_i32())
+
+
+def empty_state() -> GameState:
+    """A blank state: empty board, exit at (5,5) not yet placed, empty history (A.2 step 1)."""
+    from hackmatrix.game import history  # local: history depends on this module
+    return GameState(core=empty_core(), stage=_i32(1), exit_row=_i32(5), exit_col=_i32(5),
+                     step_active=_bool(), pending_siphon_transmissions=_i32(),
+                     scheduled_interval=_i32(12), next_scheduled_turn=_i32(12),
+                     history=history.empty_history(), history_top=_i32(-1), history_size=_i32())
+
+
+def compact(items, keep):
+    """Stable removal for a prefix-ordered list (Enemies or Transmissions).
+
+    Slots where `keep` is False (or that were inactive) are dropped; survivors move to the front
+    in their original order. Fixed shape, no sorting: a cumulative sum gives each survivor its
+    new slot, and a one-hot matrix moves it there.
+    """
+    keep = keep & items.active
+    capacity = keep.shape[0]
+    target = jnp.cumsum(keep) - 1
+    move = (target[:, None] == jnp.arange(capacity)[None, :]) & keep[:, None]  # [old, new]
+
+    def gather(field):
+        moved = jnp.einsum("on,o->n", move.astype(jnp.int32), field.astype(jnp.int32))
+        return moved.astype(field.dtype)
+
+    return jax.tree_util.tree_map(gather, items)
+
+
+def append(items, do_append, **fields):
+    """Append one element at slot `count` if `do_append` and there is room; returns (items, ok).
+
+    `fields` gives every field except `active` (scalars). An append past capacity is dropped.
+    """
+    count = jnp.sum(items.active)
+    ok = do_append & (count < items.active.shape[0])
+    slot = jnp.arange(items.active.shape[0]) == count
+    write = slot & ok
+    updates = {"active": jnp.asarray(True)} | fields
+    new = items.replace(**{
+        name: jnp.where(write, jnp.asarray(value, getattr(items, name).dtype),
+                        getattr(items, name))
+        for name, value in updates.items()
+    })
+    return new, ok

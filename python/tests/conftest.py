@@ -1,0 +1,12 @@
+"""Test-wide settings: CPU only, no network for wandb, persistent compilation cache."""
+
+import os
+import pathlib
+
+os.environ.setdefault("JAX_PLATFORMS", "cpu")
+os.environ["WANDB_MODE"] = "disabled"
+os.environ.setdefault("WANDB_SILENT", "true")
+os.environ.setdefault(
+    "JAX_COMPILATION_CACHE_DIR",
+    str(pathlib.Path(__file__).resolve().parents[2] / ".jax_cache"))
+os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
