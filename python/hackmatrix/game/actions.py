@@ -1,0 +1,225 @@
+"""Resolving one player action (rules §6 and the dispatch of §3).
+
+`resolve(key, state, action)` handles all 28 actions. Under `vmap` every branch runs for every
+env, so each branch is computed exactly once for the traced action (the move for the traced
+direction, the siphon, the program via `programs.apply`) and the results are merged field by
+field. A field that a branch leaves untouched is the very same array object as the input, and the
+merge skips selects between identical arrays, so XLA only selects what actually changed.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from hackmatrix.game import constants as C
+from hackmatrix.game import outcome as O
+from hackmatrix.game import programs
+from hackmatrix.game import siphon_quality
+from hackmatrix.game import state as S
+from hackmatrix.game import valid_actions
+
+_ROWS = np.arange(C.BOARD_SIZE, dtype=np.int32)[:, None]
+_COLS = np.arange(C.BOARD_SIZE, dtype=np.int32)[None, :]
+_BLOCK_CONTENTS = (C.DATA_BLOCK, C.PROGRAM_BLOCK, C.QUESTION_BLOCK)
+# Further than any cell on a 6x6 board: "not on the ray" / "no block on the ray".
+_NOT_ON_RAY = 99
+
+
+def is_block(content):
+    """Cells holding a data, program or question block (§2.3)."""
+    return (content >= C.DATA_BLOCK) & (content <= C.QUESTION_BLOCK)
+
+
+def first_true(mask):
+    """One-hot of the first True entry of a 1-d mask (all False if none): the list-order pick."""
+    return mask & (jnp.cumsum(mask) == 1)
+
+
+def remove_one(items, remove):
+    """Stable removal of at most one slot (`remove` is a one-hot or all False).
+
+    Equivalent to `state.compact(items, ~remove)` but a shift by one instead of a [K, K]
+    permutation product: slots from the removed one onwards take their successor's value.
+    """
+    shifted_from = jnp.cumsum(remove) > 0
+
+    def shift(field):
+        successor = jnp.concatenate([field[1:], jnp.zeros_like(field[:1])])
+        return jnp.where(shifted_from, successor, field)
+
+    return jax.tree_util.tree_map(shift, items)
+
+
+def _ray_steps(rows, cols, player_row, player_col, delta_row, delta_col):
+    """Number of steps from the player along the ray to (rows, cols); _NOT_ON_RAY if off it."""
+    offset_row = rows - player_row
+    offset_col = cols - player_col
+    steps = offset_row * delta_row + offset_col * delta_col
+    on_ray = (offset_row == steps * delta_row) & (offset_col == steps * delta_col) & (steps >= 1)
+    return jnp.where(on_ray, steps, _NOT_ON_RAY)
+
+
+def _move_or_attack(state: S.GameState, direction):
+    """§6.1 for the (traced) direction 0-3: line of fire, then attack or move."""
+    core = state.core
+    cells, enemies, transmissions = core.cells, core.enemies, core.transmissions
+    delta_row = jnp.asarray(C.DIRECTION_DELTAS[:, 0])[direction]
+    delta_col = jnp.asarray(C.DIRECTION_DELTAS[:, 1])[direction]
+    row, col = core.player_row, core.player_col
+
+    def steps_to(rows, cols):
+        return _ray_steps(rows, cols, row, col, delta_row, delta_col)
+
+    # Line of fire as one vectorised pass: every object's distance along the ray. A block stops
+    # the line only if nothing hittable stands on it (transmission/enemy checks come first).
+    cell_steps = steps_to(_ROWS, _COLS)
+    block = is_block(cells.content)
+    block_distance = jnp.min(jnp.where(block, cell_steps, _NOT_ON_RAY))
+    transmission_steps = jnp.where(transmissions.active,
+                                   steps_to(transmissions.row, transmissions.col), _NOT_ON_RAY)
+    enemy_steps = jnp.where(enemies.active, steps_to(enemies.row, enemies.col), _NOT_ON_RAY)
+    transmission_distance = jnp.min(transmission_steps)
+    enemy_distance = jnp.min(enemy_steps)
+    target_distance = jnp.minimum(transmission_distance, enemy_distance)
+    has_target = (target_distance < _NOT_ON_RAY) & (target_distance <= block_distance)
+    hits_transmission = has_target & (transmission_distance == target_distance)
+    hits_enemy = has_target & ~hits_transmission
+    hit_transmission = first_true(transmission_steps == target_distance) & hits_transmission
+    hit_enemy = first_true(enemy_steps == target_distance) & hits_enemy
+
+    # Attack: damage floored at 0, survivors stunned, the dead target removed (§6.1).
+    damaged_hp = jnp.maximum(enemies.hp - core.attack_damage, 0)
+    hp = jnp.where(hit_enemy, damaged_hp, enemies.hp)
+    killed_enemy = hit_enemy & (damaged_hp <= 0)
+    stunned = enemies.stunned | (hit_enemy & (damaged_hp > 0))
+    enemies = remove_one(enemies.replace(hp=hp, stunned=stunned), killed_enemy)
+    transmissions = remove_one(transmissions, hit_transmission)
+    kills = (jnp.sum(killed_enemy & ~core.enemies.from_scheduled)
+             + jnp.sum(hit_transmission & ~core.transmissions.from_scheduled)).astype(jnp.int32)
+
+    # Move: one step onto an on-board cell without a block (the next cell is ray step 1).
+    next_cell = cell_steps == 1
+    next_on_board = jnp.any(next_cell)
+    next_content = jnp.sum(jnp.where(next_cell, cells.content, 0))
+    moves = ~has_target & next_on_board & ~is_block(next_content)
+    picks_up_siphon = moves & (next_content == C.DATA_SIPHON)
+    exit_reached = moves & (next_content == C.EXIT)
+    # Credits and energy are never picked up by walking; only the pickup content is cleared.
+    content = jnp.where(next_cell & picks_up_siphon, C.EMPTY, cells.content)
+
+    new_core = core.replace(
+        player_row=jnp.where(moves, row + delta_row, row),
+        player_col=jnp.where(moves, col + delta_col, col),
+        data_siphons=core.data_siphons + picks_up_siphon.astype(jnp.int32),
+        enemies=enemies, transmissions=transmissions, cells=cells.replace(content=content))
+    outcome = O.no_outcome()._replace(
+        failed=~has_target & ~moves, exit_reached=exit_reached,
+        enemy_turn_follows=~exit_reached, kills=kills, data_siphon_collected=picks_up_siphon)
+    return state.replace(core=new_core), outcome
+
+
+def _siphon(state: S.GameState):
+    """§6.2: quality check, centre flag, the cross (skipping siphoned cells), counters."""
+    core = state.core
+    cells = core.cells
+    row, col = core.player_row, core.player_col
+    quality = siphon_quality.siphon_quality(state)
+
+    at_player = (_ROWS == row) & (_COLS == col)
+    cross = (jnp.abs(_ROWS - row) + jnp.abs(_COLS - col)) <= 1
+    processed = cross & ~cells.siphoned
+    content = cells.content
+    block = is_block(content)
+    question = content == C.QUESTION_BLOCK
+    carries_program = (content == C.PROGRAM_BLOCK) | (question & (cells.program >= 0))
+    carries_data = (content == C.DATA_BLOCK) | (question & (cells.program < 0))
+    siphoned_block = processed & block
+    gathered = processed & ~block  # resources under blocks stay (they only become visible)
+
+    # Programs acquired, as a 23-bit mask OR-ed over the processed cells.
+    program_bits = jnp.where(siphoned_block & carries_program,
+                             jnp.left_shift(1, jnp.maximum(cells.program, 0)), 0)
+    acquired_bits = jax.lax.reduce(program_bits, 0, jax.lax.bitwise_or, (0, 1))
+    acquired = ((acquired_bits >> jnp.arange(C.NUM_PROGRAMS)) & 1) == 1
+    revealed = jnp.where(carries_program, C.PROGRAM_BLOCK, C.DATA_BLOCK)
+    new_cells = cells.replace(
+        content=jnp.where(siphoned_block & question, revealed, content),
+        spawn_count=jnp.where(siphoned_block, 0, cells.spawn_count),
+        credits=jnp.where(gathered, 0, cells.credits),
+        energy=jnp.where(gathered, 0, cells.energy),
+        siphoned=cells.siphoned | cross,
+        siphon_center=cells.siphon_center | at_player,
+    )
+    new_core = core.replace(
+        score=core.score + jnp.sum(jnp.where(siphoned_block & carries_data, cells.points, 0)),
+        credits=core.credits + jnp.sum(jnp.where(gathered, cells.credits, 0)),
+        energy=core.energy + jnp.sum(jnp.where(gathered, cells.energy, 0)),
+        owned=core.owned | acquired,
+        data_siphons=core.data_siphons - 1,
+        cells=new_cells,
+    )
+    new_state = state.replace(
+        core=new_core,
+        pending_siphon_transmissions=state.pending_siphon_transmissions
+        + jnp.sum(jnp.where(siphoned_block, cells.spawn_count, 0)),
+        scheduled_interval=jnp.maximum(4, state.scheduled_interval - 1),
+        next_scheduled_turn=state.next_scheduled_turn + 5,
+    )
+    outcome = O.no_outcome()._replace(
+        failed=core.data_siphons < 1, enemy_turn_follows=jnp.asarray(True),
+        siphon_quality=quality)
+    return new_state, outcome
+
+
+def _merge_leaf(choices, base):
+    """Select among per-branch arrays, grouping branches that returned the identical array."""
+    groups = []  # [(array, predicate)]
+    for predicate, value in choices:
+        for i, (array, grouped) in enumerate(groups):
+            if array is value:
+                groups[i] = (array, grouped | predicate)
+                break
+        else:
+            groups.append((value, predicate))
+    # Start from the base if some branch kept it, so the common case is a single select.
+    groups.sort(key=lambda group: group[0] is not base)
+    merged = groups[0][0]
+    for array, predicate in groups[1:]:
+        merged = jnp.where(predicate, array, merged)
+    return merged
+
+
+def resolve(key, state: S.GameState, action):
+    """Resolve any of the 28 actions (§5 step 2); returns (state, ActionOutcome).
+
+    A failed action (§4.4) reports `failed`; the step then discards the returned state. Program
+    failure is the §4.3 mask itself (owned, affordable, applicable) or whatever the program
+    reports; paying and the effect happen in `programs.apply`.
+    """
+    action = jnp.asarray(action, jnp.int32)
+    is_move = action < C.NUM_DIRECTIONS
+    is_siphon = action == C.ACTION_SIPHON
+    is_program = action >= C.FIRST_PROGRAM_ACTION
+    program_index = jnp.clip(action - C.FIRST_PROGRAM_ACTION, 0, C.NUM_PROGRAMS - 1)
+
+    moved, move_outcome = _move_or_attack(state, jnp.clip(action, 0, C.NUM_DIRECTIONS - 1))
+    siphoned, siphon_outcome = _siphon(state)
+    programmed, program_outcome = programs.apply(key, state, program_index)
+    program_allowed = jnp.any(valid_actions.program_mask(state)
+                              & (jnp.arange(C.NUM_PROGRAMS) == program_index))
+    program_outcome = program_outcome._replace(failed=program_outcome.failed | ~program_allowed)
+
+    # The UNDO history buffer is never selected over: no branch rewrites it (UNDO moves only
+    # history_top / history_size, which are merged like any other scalar).
+    branches = (moved, siphoned, programmed)
+    predicates = (is_move, is_siphon, is_program)
+    merge = lambda base, *values: _merge_leaf(list(zip(predicates, values)), base)  # noqa: E731
+    without_history = [branch.replace(history=state.history) for branch in branches]
+    merged = jax.tree_util.tree_map(merge, state.replace(history=state.history),
+                                    *without_history)
+    merged_outcome = O.ActionOutcome(*[
+        _merge_leaf(list(zip(predicates, fields)), None)
+        for fields in zip(move_outcome, siphon_outcome, program_outcome)])
+    return merged, merged_outcome

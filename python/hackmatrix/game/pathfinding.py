@@ -1,0 +1,192 @@
+"""Fixed-iteration breadth-first wavefronts on bitboards (rules §8.1 enemy movement, §14.2).
+
+Every search runs a static number of wavefront steps with no early exit. The bound is exact:
+a shortest path is an induced path of the 6x6 grid (a chord would shorten it), and the longest
+induced path of the 6x6 grid has 23 edges (exhaustive search), so no distance ever exceeds 23.
+
+Wavefront layers alternate colours (see bitboard.py), so a step touches one uint32 word.
+
+Enemy movement (§8.1) for enemy E at e, player at p:
+- rule 1 searches from p through passable cells (no block unless E is a glitch, not occupied by
+  another enemy or a transmission). p is the source even when occupied, but not for a
+  non-glitch when the player stands on a block. The first layer that touches a neighbour of e
+  holds exactly the neighbours on shortest paths; E takes the first of them in
+  up/down/left/right order.
+  Treating E's own cell as occupied changes nothing: a neighbour n with d(n) = d(e) - 1 has a
+  shortest path that cannot pass through e.
+- rule 2 ignores occupancy, so its answer depends only on p and the blocks: it is computed once
+  per enemy turn for every cell (`rule2_first_steps`); for a glitch it is the Manhattan step.
+- rule 3 is the greedy fallback over the four neighbours.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+from hackmatrix.game import bitboard as bb
+from hackmatrix.game import constants as C
+
+# A shortest path has at most 23 edges, so a distance-d(e) path's first step lies in layer <= 22.
+MAX_PATH_LENGTH = 23
+_DIRECTION_ROWS = jnp.asarray(C.DIRECTION_DELTAS[:, 0])
+_DIRECTION_COLS = jnp.asarray(C.DIRECTION_DELTAS[:, 1])
+_OPPOSITE = (1, 0, 3, 2)
+_FAR = 1 << 20
+
+
+def blocks(cells) -> bb.Board:
+    """Cells whose content is a data, program or question block."""
+    content = cells.content
+    is_block = ((content == C.DATA_BLOCK) | (content == C.PROGRAM_BLOCK)
+                | (content == C.QUESTION_BLOCK))
+    return bb.from_bool(is_block)
+
+
+def neighbor_cells(row, col):
+    """Rows and cols (int32[4]) of the four neighbours in up/down/left/right order."""
+    return row[..., None] + _DIRECTION_ROWS, col[..., None] + _DIRECTION_COLS
+
+
+def _first_layer_touching(p_row, p_col, source_ok, passable: bb.Board, targets: bb.Board):
+    """Breadth-first search from p through `passable`.
+
+    Returns the cells of `targets` in the first layer (distance from p) that contains any, as a
+    word of the targets' colour (all targets must share one colour), or 0 if none is reached
+    within MAX_PATH_LENGTH - 1 steps.
+    """
+    parity = bb.cell_parity(p_row, p_col)
+    source = jnp.where(source_ok, bb.cell_mask(p_row, p_col), jnp.uint32(0))
+    unvisited_same = passable.word(parity) & ~source
+    unvisited_other = passable.word(1 - parity)
+    targets_same, targets_other = targets.word(parity), targets.word(1 - parity)
+    found = source & targets_same
+
+    def two_layers(_, carry):
+        frontier, unvisited_same, unvisited_other, found = carry
+        frontier = bb.spread(frontier, parity) & unvisited_other
+        unvisited_other = unvisited_other ^ frontier
+        found = jnp.where(found != 0, found, frontier & targets_other)
+        frontier = bb.spread(frontier, 1 - parity) & unvisited_same
+        unvisited_same = unvisited_same ^ frontier
+        found = jnp.where(found != 0, found, frontier & targets_same)
+        return frontier, unvisited_same, unvisited_other, found
+
+    carry = (source, unvisited_same, unvisited_other, found)
+    carry = jax.lax.fori_loop(0, (MAX_PATH_LENGTH - 1) // 2, two_layers, carry)
+    return carry[3]
+
+
+class Rule2Steps(NamedTuple):
+    """Per direction d: cells whose neighbour in d starts a shortest block-avoiding path to p."""
+    up: bb.Board
+    down: bb.Board
+    left: bb.Board
+    right: bb.Board
+
+
+def rule2_first_steps(p_row, p_col, block_board: bb.Board) -> Rule2Steps:
+    """§8.1 rule 2 for non-glitch enemies, for every cell at once (occupancy ignored).
+
+    A cell x is in `steps[d]` iff its neighbour in direction d is passable (no block) and at
+    minimal distance from p among x's neighbours. The player's own cell is not meaningful (rule 2
+    yields no step there). Empty everywhere when the player stands on a block.
+    """
+    passable = ~block_board
+    source = bb.where(bb.contains(block_board, p_row, p_col), bb.empty(), bb.single(p_row, p_col))
+
+    def layer_step(_, carry):
+        layer, visited, touched, steps = carry
+        adjacent = bb.neighbors(layer)
+        fresh = adjacent & ~touched
+        steps = tuple(s | (fresh & bb.shift(layer, _OPPOSITE[d])) for d, s in enumerate(steps))
+        layer = adjacent & passable & ~visited
+        return layer, visited | layer, touched | adjacent, steps
+
+    carry = (source, source, bb.empty(), (bb.empty(),) * C.NUM_DIRECTIONS)
+    carry = jax.lax.fori_loop(0, MAX_PATH_LENGTH, layer_step, carry)
+    return Rule2Steps(*carry[3])
+
+
+def _first_direction(hits):
+    """Index of the first True among four bools (up, down, left, right); 4 if none."""
+    up, down, left, right = hits
+    return jnp.where(up, 0, jnp.where(down, 1, jnp.where(left, 2, jnp.where(right, 3, 4))))
+
+
+def enemy_move(e_row, e_col, is_glitch, p_row, p_col, block_board: bb.Board,
+               occupied: bb.Board, rule2: Rule2Steps):
+    """Cell an enemy at (e_row, e_col) moves to by §8.1 rules 1-3 (its own cell if it stays).
+
+    `occupied` is O: cells of the other enemies and of all transmissions (the mover's own cell
+    may be included, see the module docstring). Called only for non-adjacent enemies.
+    Written with four scalar directions (no [4] arrays, no reductions), so that the whole move
+    fuses into one elementwise kernel under vmap.
+    """
+    at_player = (e_row == p_row) & (e_col == p_col)
+    walls = bb.where(is_glitch, bb.empty(), block_board)
+    neighbors = [(e_row + int(dr), e_col + int(dc)) for dr, dc in C.DIRECTION_DELTAS]
+
+    # Rule 1: shortest path around everything.
+    player_reachable = ~bb.contains(walls, p_row, p_col)
+    touching = _first_layer_touching(p_row, p_col, player_reachable, ~(walls | occupied),
+                                     bb.neighbors(bb.single(e_row, e_col)))
+    rule1_dir = _first_direction([bb.word_contains(touching, r, c) for r, c in neighbors])
+
+    # Rule 2: shortest path through other pieces; taken only if its first cell is free.
+    plain = [bb.contains(board, e_row, e_col) for board in rule2]
+    glitch = [p_row > e_row, p_row < e_row, p_col < e_col, p_col > e_col]
+    rule2_dir = _first_direction([jnp.where(is_glitch, g, h) for g, h in zip(glitch, plain)])
+    rule2_free = [~bb.contains(occupied, r, c) for r, c in neighbors]
+
+    # Rule 3: greedy fallback, earliest direction on ties.
+    rule3_dir, best = jnp.int32(4), jnp.int32(_FAR)
+    for direction, (r, c) in enumerate(neighbors):
+        allowed = bb.on_board(r, c) & ~bb.contains(walls, r, c) & ~bb.contains(occupied, r, c)
+        distance = jnp.where(allowed, jnp.abs(r - p_row) + jnp.abs(c - p_col), _FAR)
+        better = distance < best
+        rule3_dir = jnp.where(better, direction, rule3_dir)
+        best = jnp.where(better, distance, best)
+
+    rule2_ok = (rule2_dir < 4) & jnp.select([rule2_dir == d for d in range(4)], rule2_free, False)
+    direction = jnp.where(at_player, rule3_dir,
+                          jnp.where(rule1_dir < 4, rule1_dir,
+                                    jnp.where(rule2_ok, rule2_dir, rule3_dir)))
+    rows = [r for r, _ in neighbors] + [e_row]
+    cols = [c for _, c in neighbors] + [e_col]
+    return (jnp.select([direction == d for d in range(5)], rows),
+            jnp.select([direction == d for d in range(5)], cols))
+
+
+def path_distance(state, start_row, start_col):
+    """§14.2: BFS distance from (start_row, start_col) to exitPosition; 0 if unreachable.
+
+    Blocks cannot be entered except the goal cell itself; the start is expanded whatever it
+    holds; enemies and transmissions are ignored.
+    """
+    goal_row, goal_col = state.exit_row, state.exit_col
+    passable = ~blocks(state.core.cells) | bb.single(goal_row, goal_col)
+    parity = bb.cell_parity(start_row, start_col)
+    start = bb.cell_mask(start_row, start_col)
+    goal = bb.cell_mask(goal_row, goal_col)
+    goal_is_same = bb.cell_parity(goal_row, goal_col) == parity
+    goal_same = jnp.where(goal_is_same, goal, jnp.uint32(0))
+    goal_other = jnp.where(goal_is_same, jnp.uint32(0), goal)
+
+    def two_layers(i, carry):
+        frontier, unvisited_same, unvisited_other, distance = carry
+        frontier = bb.spread(frontier, parity) & unvisited_other
+        unvisited_other = unvisited_other ^ frontier
+        distance = jnp.where((distance < 0) & ((frontier & goal_other) != 0), 2 * i + 1, distance)
+        frontier = bb.spread(frontier, 1 - parity) & unvisited_same
+        unvisited_same = unvisited_same ^ frontier
+        distance = jnp.where((distance < 0) & ((frontier & goal_same) != 0), 2 * i + 2, distance)
+        return frontier, unvisited_same, unvisited_other, distance
+
+    at_goal = (start_row == goal_row) & (start_col == goal_col)
+    carry = (start, passable.word(parity) & ~start, passable.word(1 - parity),
+             jnp.where(at_goal, 0, -1))
+    carry = jax.lax.fori_loop(0, (MAX_PATH_LENGTH + 1) // 2, two_layers, carry)
+    return jnp.maximum(carry[3], 0).astype(jnp.int32)

@@ -1,0 +1,106 @@
+"""The 28-action mask (rules §4) and program applicability (§7.1 table).
+
+"Enemy" means any slot of the enemy list: hidden cryptogs, stunned or disabled enemies and enemies
+with hp <= 0 from setup all count (§4.3).
+"""
+
+from __future__ import annotations
+
+import jax.numpy as jnp
+import numpy as np
+
+from hackmatrix.game import constants as C
+
+_ROWS = np.arange(C.BOARD_SIZE, dtype=np.int32)[:, None]
+_COLS = np.arange(C.BOARD_SIZE, dtype=np.int32)[None, :]
+_DELTA_ROW = C.DIRECTION_DELTAS[:, 0][:, None]  # [4, 1] against per-slot [K] offsets
+_DELTA_COL = C.DIRECTION_DELTAS[:, 1][:, None]
+
+
+def _is_block(content):
+    return (content >= C.DATA_BLOCK) & (content <= C.QUESTION_BLOCK)
+
+
+def direction_mask(state) -> jnp.ndarray:
+    """bool[4], §4.1: the next cell is on the board and has no block or an enemy on it."""
+    core = state.core
+    enemies = core.enemies
+    target_row = core.player_row + C.DIRECTION_DELTAS[:, 0]
+    target_col = core.player_col + C.DIRECTION_DELTAS[:, 1]
+    on_board = ((target_row >= 0) & (target_row < C.BOARD_SIZE)
+                & (target_col >= 0) & (target_col < C.BOARD_SIZE))
+    target_cell = (_ROWS[None] == target_row[:, None, None]) & (_COLS[None] == target_col[:, None, None])
+    blocked = jnp.any(target_cell & _is_block(core.cells.content)[None], axis=(1, 2))
+    enemy_there = jnp.any(
+        enemies.active[None]
+        & (enemies.row[None] - core.player_row == _DELTA_ROW)
+        & (enemies.col[None] - core.player_col == _DELTA_COL), axis=1)
+    return on_board & (~blocked | enemy_there)
+
+
+def program_applicable(state) -> jnp.ndarray:
+    """bool[23]: the "applicable when" column of §7.1, indexed by program index."""
+    core = state.core
+    enemies, transmissions, cells = core.enemies, core.transmissions, core.cells
+    row, col = core.player_row, core.player_col
+    block = _is_block(cells.content)
+
+    any_enemy = jnp.any(enemies.active)
+    any_transmission = jnp.any(transmissions.active)
+
+    def in_ring(rows, cols):
+        return jnp.maximum(jnp.abs(rows - row), jnp.abs(cols - col)) == 1
+
+    crash_target = (jnp.any(block & in_ring(_ROWS, _COLS))
+                    | jnp.any(enemies.active & in_ring(enemies.row, enemies.col))
+                    | jnp.any(transmissions.active & in_ring(transmissions.row, transmissions.col)))
+    enemy_cell = ((_ROWS[None] == enemies.row[:, None, None])
+                  & (_COLS[None] == enemies.col[:, None, None]))
+    enemy_on_block = jnp.any(enemies.active[:, None, None] & enemy_cell & block[None])
+    any_of_type = [jnp.any(enemies.active & (enemies.kind == kind)) for kind in range(4)]
+    unsiphoned_spawning_block = jnp.any(block & ~cells.siphoned & (cells.spawn_count > 0))
+
+    true = jnp.asarray(True)
+    applicable = {
+        C.PUSH: any_enemy,
+        C.PULL: any_enemy,
+        C.CRASH: crash_target,
+        C.WARP: any_enemy | any_transmission,
+        C.POLY: any_enemy,
+        C.WAIT: true,
+        C.DEBUG: enemy_on_block,
+        C.ROW: jnp.any(enemies.active & (enemies.row == row)),
+        C.COL: jnp.any(enemies.active & (enemies.col == col)),
+        C.UNDO: state.history_size > 0,
+        C.STEP: true,
+        C.SIPH_PLUS: true,
+        C.EXCH: core.credits >= 4,
+        C.SHOW: ~core.show_activated,
+        C.RESET: core.hp < 3,
+        C.CALM: ~core.scheduled_tasks_disabled,
+        C.D_BOM: any_of_type[C.DAEMON],
+        C.DELAY: any_transmission,
+        C.ANTI_V: any_of_type[C.VIRUS],
+        C.SCORE: state.stage < C.MAX_STAGE,
+        C.REDUC: unsiphoned_spawning_block,
+        C.ATK_PLUS: core.atk_plus_uses < 2,
+        C.HACK: jnp.any(cells.siphoned),
+    }
+    return jnp.stack([applicable[k] for k in range(C.NUM_PROGRAMS)])
+
+
+def program_mask(state) -> jnp.ndarray:
+    """bool[23], §4.3: owned, affordable and applicable."""
+    core = state.core
+    affordable = ((core.credits >= C.PROGRAM_CREDIT_COST)
+                  & (core.energy >= C.PROGRAM_ENERGY_COST))
+    return core.owned & affordable & program_applicable(state)
+
+
+def valid_actions(state) -> jnp.ndarray:
+    """bool[28], §4: directions, siphon, programs, in action order."""
+    return jnp.concatenate([
+        direction_mask(state),
+        (state.core.data_siphons >= 1)[None],
+        program_mask(state),
+    ])

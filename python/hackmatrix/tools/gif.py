@@ -1,0 +1,212 @@
+"""Animated GIFs of episodes, drawn with Pillow from the full game state.
+
+Layout of a frame (top to bottom): a status line (episode, step, stage, hp, credits, energy,
+data siphons, attack, score), the 6x6 board with row 0 at the bottom, a label naming the action
+that led to this frame and its reward, and a one-line legend.
+
+Glyphs: player "@" (blue disc, ring colour = hp); enemies V/D/G/C (virus red, daemon orange,
+glitch magenta, cryptog purple) with their hp, "z" when stunned, "-" when disabled, and a
+cryptog hidden from the player hollow with a lower-case "c"; a
+transmission "T" with its countdown on a yellow badge; data block "D" with points/spawn count;
+program block with the program name; question block "?"; siphoned blocks are dark; the exit
+"EXIT" on green; a data-siphon pickup "S+" on teal; credits "c" and energy "e" amounts in the
+bottom corners (hidden under unsiphoned blocks, as for the player); a siphon centre as a small
+ring.
+
+Frame rule: every episode contributes its initial state plus one frame per step taken, so a GIF
+of episodes with lengths L1..Ln has sum(Li + 1) frames. The status line carries the episode and
+step numbers, so no two consecutive frames are identical and Pillow never merges them.
+"""
+
+from __future__ import annotations
+
+import pathlib
+
+import jax
+import numpy as np
+from PIL import Image, ImageDraw, ImageFont
+
+from hackmatrix.game import constants as C
+
+CELL = 76
+MARGIN = 12
+STATUS_HEIGHT = 30
+LABEL_HEIGHT = 46
+BOARD_PIXELS = C.BOARD_SIZE * CELL
+WIDTH = BOARD_PIXELS + 2 * MARGIN
+HEIGHT = STATUS_HEIGHT + BOARD_PIXELS + LABEL_HEIGHT + 2 * MARGIN
+
+BACKGROUND = (24, 26, 33)
+GRID_LINE = (70, 74, 88)
+FLOOR = (40, 43, 54)
+TEXT = (230, 232, 240)
+DIM_TEXT = (150, 155, 170)
+BLOCK = (120, 126, 140)
+SIPHONED_BLOCK = (70, 72, 80)
+EXIT = (46, 150, 80)
+DATA_SIPHON = (30, 130, 140)
+PLAYER = (60, 120, 230)
+TRANSMISSION = (235, 200, 50)
+CREDITS = (240, 210, 90)
+ENERGY = (120, 200, 255)
+ENEMY_COLOURS = ((220, 60, 60), (240, 140, 40), (210, 70, 210), (150, 90, 230))
+ENEMY_GLYPHS = ("V", "D", "G", "C")
+HP_COLOURS = {3: (90, 220, 110), 2: (240, 200, 60), 1: (240, 80, 60), 0: (110, 110, 110)}
+
+LEGEND = "@ you  V/D/G/C enemy  T transmission  D/P/? block  S+ siphon  c/e resources"
+
+
+def _font(size: int) -> ImageFont.ImageFont:
+    # Pillow's bundled scalable font: identical on every machine, no system fonts needed.
+    return ImageFont.load_default(size=size)
+
+
+_FONTS = {size: _font(size) for size in (11, 13, 15, 22)}
+
+
+def _cell_box(row: int, col: int) -> tuple[int, int, int, int]:
+    """Pixel box of a cell; row 0 is drawn at the bottom (rules §1)."""
+    left = MARGIN + col * CELL
+    top = MARGIN + STATUS_HEIGHT + (C.BOARD_SIZE - 1 - row) * CELL
+    return left, top, left + CELL, top + CELL
+
+
+def _centred(draw, box, text, font, fill, dy=0):
+    left, top, right, bottom = box
+    draw.text(((left + right) / 2, (top + bottom) / 2 + dy), text, font=font, fill=fill,
+              anchor="mm")
+
+
+def _draw_cell(draw, state, row, col):
+    cells = state.core.cells
+    box = _cell_box(row, col)
+    left, top, right, bottom = box
+    content = int(cells.content[row, col])
+    siphoned = bool(cells.siphoned[row, col])
+    fill = FLOOR
+    if content in (C.DATA_BLOCK, C.PROGRAM_BLOCK, C.QUESTION_BLOCK):
+        fill = SIPHONED_BLOCK if siphoned else BLOCK
+    elif content == C.EXIT:
+        fill = EXIT
+    elif content == C.DATA_SIPHON:
+        fill = DATA_SIPHON
+    draw.rectangle(box, fill=fill, outline=GRID_LINE, width=1)
+
+    small, medium = _FONTS[11], _FONTS[13]
+    if content == C.DATA_BLOCK:
+        label = f"D{int(cells.points[row, col])}"
+        _centred(draw, box, label, medium, TEXT, dy=-24)
+        draw.text((left + 4, top + 4), f"s{int(cells.spawn_count[row, col])}", font=small,
+                  fill=DIM_TEXT)
+    elif content == C.PROGRAM_BLOCK:
+        program = int(cells.program[row, col])
+        name = C.PROGRAM_NAMES[program] if 0 <= program < C.NUM_PROGRAMS else "?"
+        _centred(draw, box, name, medium, TEXT, dy=-24)
+        draw.text((left + 4, top + 4), f"s{int(cells.spawn_count[row, col])}", font=small,
+                  fill=DIM_TEXT)
+    elif content == C.QUESTION_BLOCK:
+        _centred(draw, box, "?", _FONTS[15], TEXT, dy=-24)
+    elif content == C.EXIT:
+        _centred(draw, box, "EXIT", small, TEXT, dy=-26)
+    elif content == C.DATA_SIPHON:
+        _centred(draw, box, "S+", medium, TEXT, dy=-24)
+
+    # Like the text renderer, show what the player can see: resources under an unsiphoned
+    # block are hidden (§15.3).
+    is_block = content in (C.DATA_BLOCK, C.PROGRAM_BLOCK, C.QUESTION_BLOCK)
+    resources_visible = siphoned or not is_block
+    credits, energy = int(cells.credits[row, col]), int(cells.energy[row, col])
+    if not resources_visible:
+        credits = energy = 0
+    if credits > 0:
+        draw.text((left + 4, bottom - 4), f"c{credits}", font=small, fill=CREDITS, anchor="ld")
+    if energy > 0:
+        draw.text((right - 4, bottom - 4), f"e{energy}", font=small, fill=ENERGY, anchor="rd")
+    if bool(cells.siphon_center[row, col]):
+        draw.ellipse((right - 14, top + 4, right - 4, top + 14), outline=TEXT, width=2)
+
+
+def _draw_pieces(draw, state):
+    core = state.core
+    # Transmissions: a badge in the top-right corner, so an enemy on the same cell stays visible.
+    tx = core.transmissions
+    for slot in np.flatnonzero(tx.active):
+        left, top, right, _ = _cell_box(int(tx.row[slot]), int(tx.col[slot]))
+        draw.rounded_rectangle((right - 34, top + 16, right - 4, top + 34), radius=4,
+                               fill=TRANSMISSION)
+        draw.text((right - 19, top + 25), f"T{int(tx.turns_remaining[slot])}", font=_FONTS[11],
+                  fill=(30, 30, 30), anchor="mm")
+
+    # Enemies: the first one in list order on a cell is drawn large, later ones as a count.
+    enemies = core.enemies
+    drawn_cells: dict[tuple[int, int], int] = {}
+    for slot in np.flatnonzero(enemies.active):
+        cell = (int(enemies.row[slot]), int(enemies.col[slot]))
+        drawn_cells[cell] = drawn_cells.get(cell, 0) + 1
+        if drawn_cells[cell] > 1:
+            continue
+        kind = int(enemies.kind[slot])
+        box = _cell_box(*cell)
+        left, top, right, bottom = box
+        cx, cy = (left + right) / 2, (top + bottom) / 2 + 6
+        # A cryptog the player cannot see (§15) is drawn hollow with a lower-case letter, so a
+        # watcher can follow it without mistaking it for something the agent observes.
+        hidden = kind == C.CRYPTOG and not (
+            cell[0] == int(core.player_row) or cell[1] == int(core.player_col)
+            or bool(core.show_activated))
+        glyph = ENEMY_GLYPHS[kind].lower() if hidden else ENEMY_GLYPHS[kind]
+        draw.ellipse((cx - 17, cy - 17, cx + 17, cy + 17),
+                     fill=None if hidden else ENEMY_COLOURS[kind], outline=ENEMY_COLOURS[kind],
+                     width=2)
+        marks = ("z" if bool(enemies.stunned[slot]) else "") + (
+            "-" if int(enemies.disabled_turns[slot]) > 0 else "")
+        draw.text((cx, cy), f"{glyph}{int(enemies.hp[slot])}{marks}",
+                  font=_FONTS[13], fill=TEXT, anchor="mm")
+    for (row, col), count in drawn_cells.items():
+        if count > 1:
+            left, top, _, _ = _cell_box(row, col)
+            draw.text((left + 4, top + 18), f"x{count}", font=_FONTS[11], fill=TEXT)
+
+    # The player last, on top of everything it shares a cell with.
+    box = _cell_box(int(core.player_row), int(core.player_col))
+    left, top, right, bottom = box
+    cx, cy = (left + right) / 2, (top + bottom) / 2 + 6
+    hp_colour = HP_COLOURS.get(int(np.clip(core.hp, 0, 3)))
+    draw.ellipse((cx - 20, cy - 20, cx + 20, cy + 20), fill=PLAYER, outline=hp_colour, width=4)
+    draw.text((cx, cy), "@", font=_FONTS[22], fill=TEXT, anchor="mm")
+
+
+def status_line(state, episode: int, step: int) -> str:
+    core = state.core
+    return (f"ep {episode}  step {step}  stage {int(state.stage)}  hp {int(core.hp)}  "
+            f"cr {int(core.credits)}  en {int(core.energy)}  siph {int(core.data_siphons)}  "
+            f"atk {int(core.attack_damage)}  score {int(core.score)}")
+
+
+def render_frame(state, status: str, action_label: str) -> Image.Image:
+    """One RGB frame of a (host or device) GameState."""
+    state = jax.device_get(state)
+    image = Image.new("RGB", (WIDTH, HEIGHT), BACKGROUND)
+    draw = ImageDraw.Draw(image)
+    draw.text((MARGIN, MARGIN + STATUS_HEIGHT / 2 - 4), status, font=_FONTS[15], fill=TEXT,
+              anchor="lm")
+    for row in range(C.BOARD_SIZE):
+        for col in range(C.BOARD_SIZE):
+            _draw_cell(draw, state, row, col)
+    _draw_pieces(draw, state)
+    label_top = MARGIN + STATUS_HEIGHT + BOARD_PIXELS + 6
+    draw.text((MARGIN, label_top), action_label, font=_FONTS[15], fill=TEXT)
+    draw.text((MARGIN, label_top + 22), LEGEND, font=_FONTS[11], fill=DIM_TEXT)
+    return image
+
+
+def write_gif(frames: list[Image.Image], path: str | pathlib.Path, frame_seconds: float) -> None:
+    """Writes the frames as a looping GIF; every frame lasts `frame_seconds` (at least 20 ms,
+    the shortest delay browsers honour)."""
+    if not frames:
+        raise ValueError("no frames to write")
+    path = pathlib.Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    duration_ms = max(20, int(round(frame_seconds * 1000)))
+    frames[0].save(path, save_all=True, append_images=frames[1:], duration=duration_ms, loop=0,
+                   optimize=False)

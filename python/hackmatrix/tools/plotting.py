@@ -1,0 +1,147 @@
+"""Training curves from a run's metrics.jsonl, drawn with matplotlib (Agg, no display, no wandb).
+
+Every panel is optional: a key that a run never logged is skipped, and a panel with no data
+says so instead of failing, so the plot works on old runs, partial runs and future keys.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import pathlib
+
+import matplotlib
+
+matplotlib.use("Agg")  # headless: users run this over ssh
+import matplotlib.pyplot as plt  # noqa: E402  (must follow the backend choice)
+
+from hackmatrix.game import constants as C  # noqa: E402
+
+METRICS_FILE = "metrics.jsonl"
+
+# PPO health thresholds (issue 5): above these lines the update is too large.
+APPROX_KL_LIMIT = 0.08
+CLIP_FRACTION_LIMIT = 0.35
+
+ACTION_FRACTION_KEYS = ("actions/move_frac", "actions/siphon_frac", "actions/program_frac")
+
+
+class MetricsError(Exception):
+    """The run directory or its metrics file is missing or unreadable."""
+
+
+def read_metrics(run_dir: str | pathlib.Path) -> list[dict]:
+    """The logged records of a run, in file order; lines that are not JSON objects are skipped
+    (a run killed mid-write leaves a truncated last line)."""
+    path = pathlib.Path(run_dir)
+    if path.is_dir():
+        path = path / METRICS_FILE
+    if not path.is_file():
+        raise MetricsError(f"no {METRICS_FILE} at {path}")
+    records = []
+    with path.open() as handle:
+        for line in handle:
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if isinstance(record, dict):
+                records.append(record)
+    if not records:
+        raise MetricsError(f"{path} holds no metrics records")
+    return records
+
+
+def _x_axis(records: list[dict]) -> tuple[str, str]:
+    """Plot against timesteps when logged, else the update number, else the record index."""
+    for key in ("timesteps", "update"):
+        if any(_number(r.get(key)) is not None for r in records):
+            return key, key
+    return "", "record"
+
+
+def _number(value):
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return value if math.isfinite(value) else None
+
+
+def _series(records: list[dict], x_key: str, key: str):
+    xs, ys = [], []
+    for index, record in enumerate(records):
+        y = _number(record.get(key))
+        x = _number(record.get(x_key)) if x_key else index
+        if y is not None and x is not None:
+            xs.append(x)
+            ys.append(y)
+    return xs, ys
+
+
+def _panel(ax, records, x_key, x_label, title, keys, labels=None, thresholds=()):
+    drawn = False
+    for index, key in enumerate(keys):
+        xs, ys = _series(records, x_key, key)
+        if xs:
+            label = labels[index] if labels else key.split("/")[-1]
+            # Dashed lines once the 10-colour cycle repeats, so 15 components stay distinct.
+            ax.plot(xs, ys, label=label, linewidth=1.2, linestyle="-" if index < 10 else "--")
+            drawn = True
+    for value, label in thresholds:
+        ax.axhline(value, color="red", linestyle="--", linewidth=1, label=label)
+    ax.set_title(title, fontsize=10)
+    ax.set_xlabel(x_label, fontsize=8)
+    ax.tick_params(labelsize=7)
+    ax.grid(alpha=0.3)
+    if drawn or thresholds:
+        ax.legend(fontsize=6, loc="best")
+    if not drawn:
+        ax.text(0.5, 0.5, "not logged", ha="center", va="center", transform=ax.transAxes,
+                color="gray")
+    return drawn
+
+
+def plot_run(run_dir: str | pathlib.Path, output: str | pathlib.Path) -> int:
+    """Draws the training curves of `run_dir` into the PNG `output`; returns the record count."""
+    records = read_metrics(run_dir)
+    x_key, x_label = _x_axis(records)
+    reward_keys = [f"reward/{name}" for name in C.REWARD_COMPONENTS]
+
+    figure, axes = plt.subplots(3, 4, figsize=(20, 12))
+    panels = [
+        ("Episode return", ["train/mean_episode_return"], None, ()),
+        ("Episode length", ["train/mean_episode_length"], None, ()),
+        ("Stage reached", ["stats/mean_final_stage", "stats/highest_stage"],
+         ["mean final stage", "highest stage"], ()),
+        ("Episode outcomes", ["stats/win_rate", "stats/death_rate", "stats/truncation_rate"],
+         ["won", "died", "truncated"], ()),
+        ("Entropy", ["train/entropy"], None, ()),
+        ("Approx KL", ["train/approx_kl"], None,
+         [(APPROX_KL_LIMIT, f"limit {APPROX_KL_LIMIT}")]),
+        ("Clip fraction", ["train/clip_fraction"], None,
+         [(CLIP_FRACTION_LIMIT, f"limit {CLIP_FRACTION_LIMIT}")]),
+        ("Steps per second", ["train/sps"], None, ()),
+        ("Action fractions", list(ACTION_FRACTION_KEYS), ["move", "siphon", "program"], ()),
+    ]
+    for ax, (title, keys, labels, thresholds) in zip(axes.flat, panels):
+        _panel(ax, records, x_key, x_label, title, keys, labels, thresholds)
+
+    # The 15 reward components share one wide panel: their scales differ by orders of
+    # magnitude, so a symmetric log scale keeps small shaping terms visible next to stage rewards.
+    for ax in axes[2, 1:]:
+        ax.remove()
+    reward_ax = figure.add_subplot(3, 4, (10, 12))
+    if _panel(reward_ax, records, x_key, x_label, "Reward components (mean per step)",
+              reward_keys, list(C.REWARD_COMPONENTS)):
+        reward_ax.set_yscale("symlog", linthresh=1e-3)
+        reward_ax.legend(fontsize=6, loc="center left", bbox_to_anchor=(1.0, 0.5))
+
+    run_name = pathlib.Path(run_dir).resolve().name
+    last = records[-1]
+    figure.suptitle(f"{run_name}: {len(records)} records, last {x_label} "
+                    f"{last.get(x_key, len(records) - 1) if x_key else len(records) - 1}")
+    figure.tight_layout()
+    output = pathlib.Path(output)
+    output.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(output, dpi=100)
+    plt.close(figure)
+    return len(records)

@@ -1,0 +1,127 @@
+"""Trained policies for the tools: finding and loading a checkpoint, masked action selection.
+
+A policy never picks a masked (invalid) action: both argmax and sampling run over the logits with
+every invalid action set to -inf. Probabilities shown to users are those of this masked
+distribution, so they sum to 1 over the valid actions.
+"""
+
+from __future__ import annotations
+
+import functools
+import pathlib
+import re
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from hackmatrix.game import constants as C
+from hackmatrix.training import checkpoint as ckpt
+from hackmatrix.tools.evaluation import Policy
+from hackmatrix.training import network as net
+
+# The flat observation of the env: player 10 ++ programs 23 ++ grid 6*6*42 (architecture.md).
+OBS_DIM = C.PLAYER_FEATURES + C.NUM_PROGRAMS + C.NUM_CELLS * C.GRID_CHANNELS
+
+_POLICY_FILE = re.compile(r"^(checkpoint_\d+\.pkl|params_\d+\.npz|final_params\.npz)$")
+
+
+class PolicyLoadError(Exception):
+    """The checkpoint is missing, unreadable or does not fit this game (exit code 6)."""
+
+
+class LoadedPolicy(NamedTuple):
+    source: pathlib.Path   # the file or run directory the user named
+    network: net.ActorCritic
+    params: dict
+    network_config: dict
+
+
+def latest_checkpoint(checkpoint_dir: str | pathlib.Path) -> pathlib.Path:
+    """The most recently written policy file (checkpoint_*.pkl, params_*.npz, final_params.npz)
+    directly in `checkpoint_dir` or in one of its run folders. Ties in modification time go to
+    the larger update number, then to the full .pkl checkpoint."""
+    root = pathlib.Path(checkpoint_dir)
+    if not root.is_dir():
+        raise PolicyLoadError(f"checkpoint directory not found: {root}")
+    candidates = [path for folder in [root, *sorted(p for p in root.iterdir() if p.is_dir())]
+                  for path in folder.iterdir() if path.is_file() and _POLICY_FILE.match(path.name)]
+    if not candidates:
+        raise PolicyLoadError(f"no checkpoint_*.pkl, params_*.npz or final_params.npz under {root}")
+
+    def recency(path: pathlib.Path):
+        digits = re.findall(r"\d+", path.stem)
+        update = int(digits[-1]) if digits else float("inf")  # final_params comes last
+        return path.stat().st_mtime, update, path.suffix == ".pkl"
+
+    return max(candidates, key=recency)
+
+
+def load_policy(path: str | pathlib.Path) -> LoadedPolicy:
+    """Loads a .pkl checkpoint, a params .npz or a run directory and checks that the network
+    fits this game (observation size and action count) by running it once."""
+    path = pathlib.Path(path)
+    if not path.exists():
+        raise PolicyLoadError(f"checkpoint not found: {path}")
+    try:
+        params, network_config = ckpt.load_policy_params(path)
+    except ckpt.CheckpointError as error:
+        raise PolicyLoadError(str(error)) from None
+    obs_dim = int(network_config.get("obs_dim", OBS_DIM))
+    num_actions = int(network_config.get("num_actions", -1))
+    if obs_dim != OBS_DIM or num_actions != C.NUM_ACTIONS:
+        raise PolicyLoadError(
+            f"{path}: network expects {obs_dim} features and {num_actions} actions, "
+            f"this game has {OBS_DIM} and {C.NUM_ACTIONS}")
+    try:
+        network = net.network_from_config(network_config)
+        params = jax.tree_util.tree_map(jnp.asarray, params)
+        logits, value = network.apply(params, jnp.zeros((OBS_DIM,), jnp.float32))
+    except Exception as error:  # noqa: BLE001  (flax reports shape mismatches in many types)
+        first_line = str(error).splitlines()[0] if str(error) else type(error).__name__
+        raise PolicyLoadError(f"{path}: parameters do not fit the network: {first_line}") from None
+    if logits.shape != (C.NUM_ACTIONS,) or value.shape != ():
+        raise PolicyLoadError(f"{path}: network outputs have shapes {logits.shape}, {value.shape}")
+    return LoadedPolicy(source=path, network=network, params=params,
+                        network_config=dict(network_config))
+
+
+def masked_logits(logits: jax.Array, action_mask: jax.Array) -> jax.Array:
+    """Invalid actions get -inf. With no valid action at all the logits stay as they are, so
+    the distribution is still defined (any action then ends the episode as invalid, §4.4)."""
+    any_valid = jnp.any(action_mask, axis=-1, keepdims=True)
+    return jnp.where(action_mask | ~any_valid, logits, -jnp.inf)
+
+
+def select_action(key: jax.Array, logits: jax.Array, action_mask: jax.Array,
+                  deterministic: bool) -> jax.Array:
+    """Argmax or a sample of the masked distribution; always a valid action when one exists."""
+    masked = masked_logits(logits, action_mask)
+    if deterministic:
+        return jnp.argmax(masked, axis=-1).astype(jnp.int32)
+    return jax.random.categorical(key, masked, axis=-1).astype(jnp.int32)
+
+
+def network_policy(loaded: LoadedPolicy, deterministic: bool, name: str | None = None) -> Policy:
+    """The checkpoint as a tools policy; its params travel as a traced argument, so one
+    compilation serves every checkpoint of the same architecture."""
+    return Policy(name=name or str(loaded.source),
+                  act=_network_act(loaded.network, deterministic), params=loaded.params)
+
+
+@functools.lru_cache(maxsize=None)
+def _network_act(network: net.ActorCritic, deterministic: bool):
+    def act(params, key, game_state, features, action_mask):
+        del game_state  # the network sees only the observation
+        logits, _ = network.apply(params, features)
+        return select_action(key, logits, action_mask, deterministic)
+
+    return act
+
+
+def top_actions(probabilities: np.ndarray, action_mask: np.ndarray, k: int) -> list[tuple[int, float]]:
+    """The k most probable valid actions as (action, probability), most probable first."""
+    valid = np.flatnonzero(np.asarray(action_mask))
+    ranked = sorted(valid, key=lambda a: (-float(probabilities[a]), a))
+    return [(int(a), float(probabilities[a])) for a in ranked[:k]]

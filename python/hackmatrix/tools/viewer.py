@@ -1,0 +1,181 @@
+"""Watch a trained agent play, step by step, in a plain terminal; optionally record a GIF.
+
+Each step prints the board (the game's text renderer) as the agent sees it before acting, the
+value estimate and the top valid actions with their probabilities under the masked policy, the
+action taken, and the reward with its non-zero components. After each episode: steps, return,
+stage reached, score, whether it won, how it ended and the programs used.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from typing import Callable, NamedTuple, TextIO
+
+import jax
+import numpy as np
+
+from hackmatrix.game import constants as C
+from hackmatrix.game import render
+from hackmatrix.game import step as game_step
+from hackmatrix.tools import evaluation, gif, policy, report
+
+CLEAR_SCREEN = "\x1b[2J\x1b[H"
+
+
+class ViewerOptions(NamedTuple):
+    episodes: int = 1
+    deterministic: bool = False
+    delay: float = 0.5
+    step_mode: bool = False       # wait for Enter before each step
+    seed: int = 0
+    scenario: object = None       # a GameState every episode starts from, or None for new games
+    max_steps: int = 500
+    color: bool = True
+    clear_screen: bool = False    # redraw in place (interactive terminals)
+    gif_path: str | None = None
+    top_k: int = 5
+
+
+class EpisodeSummary(NamedTuple):
+    steps: int
+    episode_return: float
+    stage: int
+    score: int
+    won: bool
+    end: str                      # "won", "died", "invalid action" or "max steps"
+    programs_used: dict[str, int]
+
+
+class _Decider:
+    """The jitted pieces of one viewer step: observe, decide (with the display numbers), step."""
+
+    def __init__(self, loaded: policy.LoadedPolicy, deterministic: bool):
+        network = loaded.network
+
+        @jax.jit
+        def decide(params, key, game_state):
+            features, mask = evaluation.features_and_mask(game_state)
+            logits, value = network.apply(params, features)
+            action = policy.select_action(key, logits, mask, deterministic)
+            probabilities = jax.nn.softmax(policy.masked_logits(logits, mask))
+            return action, probabilities, value, mask
+
+        self._params = loaded.params
+        self._decide = decide
+        self.reset = jax.jit(game_step.reset)
+        self.step = jax.jit(game_step.step)
+
+    def decide(self, key, game_state):
+        return jax.device_get(self._decide(self._params, key, game_state))
+
+
+def _end_reason(info, truncated: bool) -> str:
+    if bool(info["won"]):
+        return "won"
+    if bool(info["death"]):
+        return "died"
+    if bool(info["invalid_action"]):
+        return "invalid action"
+    return "max steps" if truncated else "running"
+
+
+def watch(loaded: policy.LoadedPolicy, options: ViewerOptions, out: TextIO = sys.stdout,
+          read_line: Callable[[], str] = sys.stdin.readline) -> list[EpisodeSummary]:
+    """Plays `options.episodes` episodes, printing each step; returns the episode summaries.
+
+    In step mode `read_line` is called before each step: "q" quits, end of input stops waiting.
+    """
+    decider = _Decider(loaded, options.deterministic)
+    frames = []
+    summaries = []
+    key = jax.random.key(options.seed)
+    waiting_for_enter = options.step_mode
+
+    def show(text: str):
+        if options.clear_screen:
+            out.write(CLEAR_SCREEN)
+        out.write(text + "\n")
+        out.flush()
+
+    for episode in range(1, options.episodes + 1):
+        key, reset_key = jax.random.split(key)
+        if options.scenario is None:
+            game_state, _ = decider.reset(reset_key)
+        else:
+            game_state = options.scenario
+        if options.gif_path:
+            frames.append(gif.render_frame(game_state, gif.status_line(game_state, episode, 0),
+                                           "start"))
+        episode_return, action_counts = 0.0, np.zeros(C.NUM_ACTIONS, np.int64)
+        steps = 0  # max_steps >= 1, so `info` is set before the summary reads it
+        while steps < options.max_steps:
+            if waiting_for_enter:
+                out.write("[Enter] next step, q + Enter quits: ")
+                out.flush()
+                answer = read_line()
+                if answer == "":
+                    waiting_for_enter = False  # input closed: play on without waiting
+                elif answer.strip().lower() == "q":
+                    return _finish(summaries, frames, options, out)
+            key, act_key, step_key = jax.random.split(key, 3)
+            action, probabilities, value, mask = decider.decide(act_key, game_state)
+            action = int(action)
+            if not mask[action] and mask.any():
+                raise RuntimeError(f"policy chose the invalid action {report.action_name(action)}")
+            game_state_after, _, reward, done, info = decider.step(step_key, game_state, action)
+            info = jax.device_get(info)
+            components = {name: float(v) for name, v in info["reward_components"].items()}
+            steps += 1
+            episode_return += float(reward)
+            action_counts[action] += 1
+
+            top = policy.top_actions(probabilities, mask, options.top_k)
+            lines = [f"=== episode {episode}/{options.episodes}  step {steps} ===",
+                     render.render(game_state, color=options.color),
+                     report.top_actions_line(top, float(value)),
+                     f"action: {report.action_name(action)} "
+                     f"({100 * float(probabilities[action]):.1f}%)",
+                     report.reward_line(float(reward), components)]
+            if bool(info["invalid_action"]):
+                lines.append("INVALID ACTION: the episode ends")
+            show("\n".join(lines))
+            game_state = game_state_after
+            if options.gif_path:
+                frames.append(gif.render_frame(
+                    game_state, gif.status_line(game_state, episode, steps),
+                    f"{report.action_name(action)}   {report.reward_line(float(reward), {})}"))
+            if bool(done):
+                break
+            if options.delay > 0 and not waiting_for_enter:
+                time.sleep(options.delay)
+
+        programs = {C.PROGRAM_NAMES[k]: int(count)
+                    for k, count in enumerate(action_counts[C.FIRST_PROGRAM_ACTION:]) if count}
+        summary = EpisodeSummary(
+            steps=steps, episode_return=episode_return, stage=int(game_state.stage),
+            score=int(game_state.core.score), won=bool(info["won"]),
+            end=_end_reason(info, steps >= options.max_steps), programs_used=programs)
+        summaries.append(summary)
+        show("\n".join([
+            f"=== episode {episode}/{options.episodes} finished ===",
+            render.render(game_state, color=options.color),
+            f"steps {summary.steps}  return {summary.episode_return:+.3f}  stage {summary.stage}  "
+            f"score {summary.score}  won {'yes' if summary.won else 'no'}  end: {summary.end}",
+            f"programs used: {report.programs_used_text(summary.programs_used)}"]))
+        if options.delay > 0 and episode < options.episodes and not waiting_for_enter:
+            time.sleep(options.delay)
+    return _finish(summaries, frames, options, out)
+
+
+def _finish(summaries, frames, options: ViewerOptions, out: TextIO) -> list[EpisodeSummary]:
+    if len(summaries) > 1:
+        returns = [s.episode_return for s in summaries]
+        out.write(f"{len(summaries)} episodes: mean return {np.mean(returns):+.3f}, "
+                  f"mean stage {np.mean([s.stage for s in summaries]):.2f}, "
+                  f"wins {sum(s.won for s in summaries)}\n")
+    if options.gif_path and frames:
+        gif.write_gif(frames, options.gif_path, frame_seconds=max(options.delay, 0.3))
+        out.write(f"wrote {options.gif_path} ({len(frames)} frames)\n")
+    out.flush()
+    return summaries

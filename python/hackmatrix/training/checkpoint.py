@@ -1,0 +1,259 @@
+"""Checkpoint files: atomic writes, keep-last-K, resume discovery and policy loading.
+
+Layout of a run directory `{checkpoint_dir}/{run_name}/`:
+  checkpoint_{update}.pkl  full training state (see specs/architecture.md), NumPy leaves only
+  params_{update}.npz      params only, keys are '/'-joined flax paths
+  final_params.npz         params at the end of training
+Every file is written to a temp file in the same directory, fsynced, then renamed, so a kill
+during a save leaves the previous files intact and never a half-written file under a real name.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import re
+import tempfile
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+FORMAT_VERSION = 1
+CHECKPOINT_PATTERN = re.compile(r"^checkpoint_(\d+)\.pkl$")
+PARAMS_PATTERN = re.compile(r"^params_(\d+)\.npz$")
+FINAL_PARAMS_NAME = "final_params.npz"
+REQUIRED_KEYS = ("format_version", "config", "network", "params", "opt_state", "rng", "env_state",
+                 "env_obs", "episode_return", "episode_length", "update", "timesteps",
+                 "wandb_run_id")
+
+
+class CheckpointError(Exception):
+    """A checkpoint is missing, unreadable, corrupt or does not fit the requested run."""
+
+
+# ----------------------------------------------------------------------------- atomic writes
+
+def atomic_write(path: Path, write: Callable[[Any], None]) -> Path:
+    """Calls write(binary_file) on a temp file next to `path`, fsyncs it, renames it over `path`."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        os.chmod(tmp_name, 0o666 & ~_umask())  # mkstemp creates 0600; use the usual file mode
+        with os.fdopen(fd, "wb") as f:
+            write(f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp_name, path)
+    except BaseException:
+        Path(tmp_name).unlink(missing_ok=True)
+        raise
+    _fsync_directory(path.parent)
+    return path
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def _fsync_directory(directory: Path) -> None:
+    # Makes the rename itself durable; not supported on every platform, where it is skipped.
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+# ----------------------------------------------------------------------------- params <-> npz
+
+def flatten_params(params: dict, prefix: str = "") -> dict[str, np.ndarray]:
+    """{'params': {'actor_hidden_0': {'kernel': a}}} -> {'params/actor_hidden_0/kernel': a}."""
+    flat = {}
+    for name, value in params.items():
+        key = f"{prefix}/{name}" if prefix else str(name)
+        if isinstance(value, dict) or hasattr(value, "items"):
+            flat.update(flatten_params(dict(value), key))
+        else:
+            flat[key] = np.asarray(value)
+    return flat
+
+
+def unflatten_params(flat: dict[str, np.ndarray]) -> dict:
+    params: dict = {}
+    for key, value in flat.items():
+        node = params
+        *parents, leaf = key.split("/")
+        for part in parents:
+            node = node.setdefault(part, {})
+        node[leaf] = np.asarray(value)
+    return params
+
+
+def save_params(path: Path, params: dict) -> Path:
+    flat = flatten_params(params)
+    return atomic_write(path, lambda f: np.savez(f, **flat))
+
+
+def infer_network_config(params: dict) -> dict:
+    """Recovers the architecture from parameter shapes (an .npz holds params only)."""
+    layers = params.get("params", params)
+    try:
+        hidden_names = sorted((k for k in layers if k.startswith("actor_hidden_")),
+                              key=lambda k: int(k.rsplit("_", 1)[1]))
+        first_kernel = np.shape(layers[hidden_names[0]]["kernel"])
+        logits_kernel = np.shape(layers["actor_logits"]["kernel"])
+    except (KeyError, IndexError, ValueError, TypeError) as error:
+        raise CheckpointError(f"parameters do not look like an ActorCritic ({error!r})") from None
+    return {"hidden_dim": int(first_kernel[1]), "num_layers": len(hidden_names),
+            "obs_dim": int(first_kernel[0]), "num_actions": int(logits_kernel[1])}
+
+
+# ----------------------------------------------------------------------------- checkpoints
+
+def checkpoint_path(run_dir: Path, update: int) -> Path:
+    return Path(run_dir) / f"checkpoint_{update}.pkl"
+
+
+def params_path(run_dir: Path, update: int) -> Path:
+    return Path(run_dir) / f"params_{update}.npz"
+
+
+def save_checkpoint(run_dir: Path, state: dict) -> Path:
+    """Writes checkpoint_{update}.pkl and params_{update}.npz for a dict with REQUIRED_KEYS."""
+    missing = [key for key in REQUIRED_KEYS if key not in state]
+    if missing:
+        raise ValueError(f"checkpoint state lacks {missing}")
+    update = int(state["update"])
+    path = atomic_write(checkpoint_path(run_dir, update),
+                        lambda f: pickle.dump(state, f, protocol=pickle.HIGHEST_PROTOCOL))
+    save_params(params_path(run_dir, update), state["params"])
+    return path
+
+
+def list_checkpoints(run_dir: Path) -> list[tuple[int, Path]]:
+    """(update, path) of every checkpoint in the run directory, oldest first."""
+    run_dir = Path(run_dir)
+    if not run_dir.is_dir():
+        return []
+    found = []
+    for entry in run_dir.iterdir():
+        match = CHECKPOINT_PATTERN.match(entry.name)
+        if match:
+            found.append((int(match.group(1)), entry))
+    return sorted(found)
+
+
+def prune_checkpoints(run_dir: Path, keep: int) -> list[Path]:
+    """Deletes all but the newest `keep` checkpoints (and their params files); returns the kept."""
+    checkpoints = list_checkpoints(run_dir)
+    if keep > 0 and len(checkpoints) > keep:
+        for update, path in checkpoints[:-keep]:
+            path.unlink(missing_ok=True)
+            params_path(run_dir, update).unlink(missing_ok=True)
+        checkpoints = checkpoints[-keep:]
+    return [path for _, path in checkpoints]
+
+
+def load_checkpoint(path: Path) -> dict:
+    path = Path(path)
+    if not path.is_file():
+        raise CheckpointError(f"checkpoint not found: {path}")
+    try:
+        with open(path, "rb") as f:
+            state = pickle.load(f)
+    except Exception as error:  # pickle raises many types on truncated or foreign files
+        raise CheckpointError(f"cannot read checkpoint {path}: {type(error).__name__}: {error}") from None
+    if not isinstance(state, dict):
+        raise CheckpointError(f"{path} is not a HackMatrix training checkpoint")
+    missing = [key for key in REQUIRED_KEYS if key not in state]
+    if missing:
+        raise CheckpointError(f"{path} is not a HackMatrix training checkpoint (missing {missing})")
+    if state["format_version"] != FORMAT_VERSION:
+        raise CheckpointError(f"{path} has format version {state['format_version']}, "
+                              f"this code reads version {FORMAT_VERSION}")
+    return state
+
+
+def newest_checkpoint(run_dir: Path) -> Path | None:
+    checkpoints = list_checkpoints(run_dir)
+    return checkpoints[-1][1] if checkpoints else None
+
+
+def find_resume_checkpoint(resume: str | None, checkpoint_dir: Path, run_name: str | None) -> Path:
+    """The checkpoint `--resume [PATH]` means.
+
+    PATH may be a .pkl or a run directory. Without PATH: the newest checkpoint of `run_name`, or
+    else of the run directory in `checkpoint_dir` whose newest checkpoint is the most recent.
+    """
+    if resume:
+        target = Path(resume)
+        if target.is_dir():
+            found = newest_checkpoint(target)
+            if found is None:
+                raise CheckpointError(f"no checkpoint_*.pkl in {target}")
+            return found
+        if not target.is_file():
+            raise CheckpointError(f"checkpoint not found: {target}")
+        return target
+    checkpoint_dir = Path(checkpoint_dir)
+    if run_name:
+        found = newest_checkpoint(checkpoint_dir / run_name)
+        if found is None:
+            raise CheckpointError(f"no checkpoint to resume for run '{run_name}' in {checkpoint_dir}")
+        return found
+    candidates = [newest_checkpoint(d) for d in checkpoint_dir.iterdir()] if checkpoint_dir.is_dir() else []
+    candidates = [c for c in candidates if c is not None]
+    if not candidates:
+        raise CheckpointError(f"no checkpoint to resume in {checkpoint_dir}")
+    return max(candidates, key=lambda c: c.stat().st_mtime)
+
+
+# ----------------------------------------------------------------------------- policy loading
+
+def load_policy_params(path) -> tuple[dict, dict]:
+    """(params, network_config) from a checkpoint .pkl, a params .npz or a run directory.
+
+    `params` is the flax variables dict for `ActorCritic.apply`; `network_config` has hidden_dim,
+    num_layers, obs_dim and num_actions. A run directory yields final_params.npz if present, else
+    its newest checkpoint or params file.
+    """
+    path = Path(path)
+    if path.is_dir():
+        path = _newest_policy_file(path)
+    if path.suffix == ".pkl":
+        state = load_checkpoint(path)
+        return state["params"], dict(state["network"])
+    if path.suffix == ".npz":
+        if not path.is_file():
+            raise CheckpointError(f"params file not found: {path}")
+        try:
+            with np.load(path) as data:
+                params = unflatten_params({key: data[key] for key in data.files})
+        except Exception as error:
+            raise CheckpointError(f"cannot read params {path}: {type(error).__name__}: {error}") from None
+        return params, infer_network_config(params)
+    raise CheckpointError(f"expected a .pkl checkpoint, a .npz params file or a run directory: {path}")
+
+
+def _newest_policy_file(run_dir: Path) -> Path:
+    final = run_dir / FINAL_PARAMS_NAME
+    if final.is_file():
+        return final
+    candidates = list_checkpoints(run_dir)
+    for entry in run_dir.iterdir():
+        match = PARAMS_PATTERN.match(entry.name)
+        if match:
+            candidates.append((int(match.group(1)), entry))
+    if not candidates:
+        raise CheckpointError(f"no final_params.npz, checkpoint_*.pkl or params_*.npz in {run_dir}")
+    # Newest update wins; at equal update the full checkpoint is preferred.
+    return max(candidates, key=lambda c: (c[0], c[1].suffix == ".pkl"))[1]

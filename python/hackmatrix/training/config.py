@@ -1,0 +1,139 @@
+"""PPO training configuration, device-dependent defaults, auto-scaling and validation."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+
+# Auto-scaling reference (specs/training.md): 256 envs x 128 steps, 4 minibatches x 4 epochs.
+REFERENCE_BATCH_SIZE = 256 * 128
+TARGET_MINIBATCH_SIZE = 8192
+TARGET_GRADIENT_STEPS = 32
+MAX_UPDATES_PER_CHUNK = 10
+
+
+class ConfigError(ValueError):
+    """Invalid flag value or combination (exit code 3)."""
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    total_timesteps: int = 3_000_000
+    num_envs: int = 256
+    num_steps: int = 128
+    num_minibatches: int = 4
+    update_epochs: int = 4
+    lr: float = 2.5e-4
+    anneal_lr: bool = True
+    gamma: float = 0.99
+    gae_lambda: float = 0.95
+    clip_eps: float = 0.2
+    ent_coef: float = 0.01
+    vf_coef: float = 0.5
+    max_grad_norm: float = 0.5
+    hidden_dim: int = 256
+    num_layers: int = 2
+    seed: int = 0
+    log_interval: int = 1
+
+    @property
+    def updates_per_chunk(self) -> int:
+        # Fixed for a run, so a shorter leftover chunk never recompiles; capped so that signals
+        # and timed saves are handled within a few updates even with a long log interval.
+        return min(self.log_interval, MAX_UPDATES_PER_CHUNK)
+
+    @property
+    def batch_size(self) -> int:
+        return self.num_envs * self.num_steps
+
+    @property
+    def minibatch_size(self) -> int:
+        return self.batch_size // self.num_minibatches
+
+    @property
+    def num_updates(self) -> int:
+        return self.total_timesteps // self.batch_size
+
+    @property
+    def gradient_steps_per_update(self) -> int:
+        return self.num_minibatches * self.update_epochs
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, values: dict) -> "TrainConfig":
+        known = {field.name for field in dataclasses.fields(cls)}
+        return cls(**{key: value for key, value in values.items() if key in known})
+
+
+# CPU: a first run of a few minutes that visibly learns. GPU/TPU: wide batches keep the device busy.
+DEVICE_DEFAULTS = {
+    "cpu": {"num_envs": 256, "num_steps": 128, "total_timesteps": 3_000_000, "log_interval": 1},
+    "accelerator": {"num_envs": 2048, "num_steps": 128, "total_timesteps": 200_000_000,
+                    "log_interval": 5},
+}
+
+
+def device_defaults(backend: str) -> dict:
+    return DEVICE_DEFAULTS["cpu" if backend == "cpu" else "accelerator"]
+
+
+def _divisors(n: int) -> list[int]:
+    small = [d for d in range(1, math.isqrt(n) + 1) if n % d == 0]
+    return sorted(set(small + [n // d for d in small]))
+
+
+def auto_scale_for_batch_size(config: TrainConfig,
+                              explicit: frozenset[str] = frozenset()) -> tuple[TrainConfig, dict]:
+    """Scales num_minibatches and update_epochs for batches above the 32,768 reference.
+
+    num_minibatches: the divisor of the batch size closest (in log scale) to
+        batch_size / 8192, never below the configured value, so minibatches stay ~8,192 samples.
+    update_epochs: max(1, min(configured, round(32 / num_minibatches))), so gradient steps per
+        update stay ~32 without ever adding epochs.
+    Values named in `explicit` (set by the user) are never changed. Returns the new config and a
+    {field: (old, new)} dict of what changed.
+    """
+    if config.batch_size <= REFERENCE_BATCH_SIZE:
+        return config, {}
+    changes = {}
+    num_minibatches = config.num_minibatches
+    if "num_minibatches" not in explicit:
+        target = config.batch_size / TARGET_MINIBATCH_SIZE
+        candidates = [d for d in _divisors(config.batch_size) if d >= config.num_minibatches]
+        num_minibatches = min(candidates, key=lambda d: (abs(math.log(d / target)), d))
+    update_epochs = config.update_epochs
+    if "update_epochs" not in explicit:
+        update_epochs = max(1, min(config.update_epochs,
+                                   round(TARGET_GRADIENT_STEPS / num_minibatches)))
+    if num_minibatches != config.num_minibatches:
+        changes["num_minibatches"] = (config.num_minibatches, num_minibatches)
+    if update_epochs != config.update_epochs:
+        changes["update_epochs"] = (config.update_epochs, update_epochs)
+    scaled = dataclasses.replace(config, num_minibatches=num_minibatches, update_epochs=update_epochs)
+    return scaled, changes
+
+
+def validate(config: TrainConfig) -> None:
+    """Raises ConfigError with the reason for any invalid value or combination."""
+    positive_ints = ("total_timesteps", "num_envs", "num_steps", "num_minibatches", "update_epochs",
+                     "hidden_dim", "num_layers", "log_interval")
+    for name in positive_ints:
+        if getattr(config, name) < 1:
+            raise ConfigError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(config, name)}")
+    if config.batch_size % config.num_minibatches:
+        raise ConfigError(f"batch size {config.batch_size} (num_envs {config.num_envs} x num_steps "
+                          f"{config.num_steps}) is not divisible by num_minibatches "
+                          f"{config.num_minibatches}")
+    if config.total_timesteps < config.batch_size:
+        raise ConfigError(f"--total-timesteps {config.total_timesteps} is less than one update's "
+                          f"batch of {config.batch_size} steps")
+    for name in ("gamma", "gae_lambda"):
+        if not 0.0 <= getattr(config, name) <= 1.0:
+            raise ConfigError(f"--{name.replace('_', '-')} must be in [0, 1], got {getattr(config, name)}")
+    for name in ("lr", "clip_eps", "ent_coef", "vf_coef", "max_grad_norm"):
+        value = getattr(config, name)
+        if not (value >= 0.0 and math.isfinite(value)):
+            raise ConfigError(f"--{name.replace('_', '-')} must be a finite number >= 0, got {value}")

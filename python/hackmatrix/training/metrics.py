@@ -1,0 +1,209 @@
+"""Host-side metrics: aggregation over logged updates, stdout lines, metrics.jsonl, health
+warnings, progress bar and summary.json.
+
+Episode statistics are exact: the device returns per-update sums and counts of the episodes that
+ended, and a logged value is total sum / total count over the updates it covers.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from hackmatrix.game.constants import REWARD_COMPONENTS
+from hackmatrix.training.checkpoint import atomic_write
+
+METRICS_FILE = "metrics.jsonl"
+SUMMARY_FILE = "summary.json"
+
+# Health thresholds from the users' monitoring table (specs/training.md).
+APPROX_KL_LIMIT = 0.08
+CLIP_FRACTION_LIMIT = 0.35
+ENTROPY_FLOOR = 0.1
+
+LOSS_KEYS = ("pg_loss", "value_loss", "entropy", "approx_kl", "clip_fraction", "total_loss")
+SUM_KEYS = ("reward_sum", "episode_return_sum", "episode_length_sum", "num_episodes",
+            "reward_components_sum", "move_count", "siphon_count", "program_count",
+            "invalid_action_count", "ended_stage_sum", "episodes_won", "episodes_died",
+            "episodes_truncated")
+
+
+class MetricsWindow:
+    """Accumulates the per-update metrics of the updates one log line covers."""
+
+    def __init__(self, batch_size: int):
+        self.batch_size = batch_size
+        self.reset()
+
+    def reset(self) -> None:
+        self.updates = 0
+        self.sums: dict[str, np.ndarray] = {}
+        self.loss_sums: dict[str, float] = {}
+        self.highest_stage = 0
+        self.learning_rate = float("nan")
+
+    def add(self, chunk_metrics: dict, num_active: int) -> None:
+        """Adds the first `num_active` updates of a chunk's stacked metrics (host arrays)."""
+        for key in SUM_KEYS:
+            total = np.asarray(chunk_metrics[key][:num_active], np.float64).sum(axis=0)
+            self.sums[key] = self.sums.get(key, 0) + total
+        for key in LOSS_KEYS:
+            self.loss_sums[key] = self.loss_sums.get(key, 0.0) + float(
+                np.asarray(chunk_metrics[key][:num_active], np.float64).sum())
+        self.highest_stage = max(self.highest_stage,
+                                 int(np.max(chunk_metrics["highest_stage"][:num_active])))
+        self.learning_rate = float(chunk_metrics["learning_rate"][num_active - 1])
+        self.updates += num_active
+
+    def summarize(self) -> dict:
+        """Prefixed metric values (train/, reward/, actions/, stats/); NaN where undefined."""
+        steps = self.updates * self.batch_size
+        episodes = float(self.sums["num_episodes"])
+        per_episode = (lambda key: float(self.sums[key]) / episodes) if episodes else (lambda key: math.nan)
+        metrics = {f"train/{key}": self.loss_sums[key] / self.updates for key in LOSS_KEYS}
+        metrics.update({
+            "train/mean_episode_return": per_episode("episode_return_sum"),
+            "train/mean_episode_length": per_episode("episode_length_sum"),
+            "train/num_episodes": int(episodes),
+            "train/mean_reward": float(self.sums["reward_sum"]) / steps,
+            "train/learning_rate": self.learning_rate,
+            "actions/move_frac": float(self.sums["move_count"]) / steps,
+            "actions/siphon_frac": float(self.sums["siphon_count"]) / steps,
+            "actions/program_frac": float(self.sums["program_count"]) / steps,
+            "stats/highest_stage": self.highest_stage,
+            "stats/mean_final_stage": per_episode("ended_stage_sum"),
+            "stats/win_rate": per_episode("episodes_won"),
+            "stats/death_rate": per_episode("episodes_died"),
+            "stats/truncation_rate": per_episode("episodes_truncated"),
+            "stats/invalid_action_frac": float(self.sums["invalid_action_count"]) / steps,
+        })
+        components = self.sums["reward_components_sum"] / steps
+        for name, value in zip(REWARD_COMPONENTS, components):
+            metrics[f"reward/{name}"] = float(value)
+        return metrics
+
+
+def losses_are_finite(chunk_metrics: dict, num_active: int) -> bool:
+    return all(np.isfinite(np.asarray(chunk_metrics[key][:num_active])).all() for key in LOSS_KEYS)
+
+
+def _fmt(value: float) -> str:
+    if isinstance(value, int):
+        return str(value)
+    if not math.isfinite(value):
+        return "nan"
+    return f"{value:.4g}" if abs(value) >= 1e-3 or value == 0 else f"{value:.3e}"
+
+
+def format_duration(seconds: float) -> str:
+    if not math.isfinite(seconds):
+        return "?"
+    seconds = int(seconds)
+    hours, rest = divmod(seconds, 3600)
+    minutes, secs = divmod(rest, 60)
+    return f"{hours}h{minutes:02d}m{secs:02d}s" if hours else f"{minutes}m{secs:02d}s"
+
+
+STDOUT_FIELDS = (
+    ("mean_episode_return", "train/mean_episode_return"),
+    ("mean_episode_length", "train/mean_episode_length"),
+    ("num_episodes", "train/num_episodes"),
+    ("mean_reward", "train/mean_reward"),
+    ("pg_loss", "train/pg_loss"),
+    ("value_loss", "train/value_loss"),
+    ("entropy", "train/entropy"),
+    ("approx_kl", "train/approx_kl"),
+    ("clip_fraction", "train/clip_fraction"),
+    ("highest_stage", "stats/highest_stage"),
+)
+
+
+def format_line(record: dict, num_updates: int, eta_seconds: float) -> str:
+    """One grep-friendly `key=value` line per logged update."""
+    parts = [f"update={record['update']}/{num_updates}", f"timesteps={record['timesteps']}",
+             f"sps={record['train/sps']:.0f}"]
+    parts += [f"{name}={_fmt(record[key])}" for name, key in STDOUT_FIELDS]
+    parts.append(f"eta={format_duration(eta_seconds)}")
+    return "[train] " + " ".join(parts)
+
+
+def health_warnings(record: dict) -> list[str]:
+    warnings = []
+    if record["train/approx_kl"] > APPROX_KL_LIMIT:
+        warnings.append(f"approx_kl {record['train/approx_kl']:.3f} > {APPROX_KL_LIMIT}: policy "
+                        "updates too large (lower --lr or --update-epochs)")
+    if record["train/clip_fraction"] > CLIP_FRACTION_LIMIT:
+        warnings.append(f"clip_fraction {record['train/clip_fraction']:.3f} > {CLIP_FRACTION_LIMIT}: "
+                        "most samples clipped (lower --lr)")
+    if record["train/entropy"] < ENTROPY_FLOOR:
+        warnings.append(f"entropy {record['train/entropy']:.4f} < {ENTROPY_FLOOR}: policy collapsing "
+                        "to deterministic (raise --ent-coef)")
+    return [f"[health] update={record['update']} {w}" for w in warnings]
+
+
+def json_safe(value):
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_safe(v) for v in value]
+    return value
+
+
+class MetricsFile:
+    """Appends one JSON object per logged update to metrics.jsonl in the run directory."""
+
+    def __init__(self, run_dir: Path, resume_update: int | None):
+        self.path = Path(run_dir) / METRICS_FILE
+        if resume_update is not None and self.path.is_file():
+            self._drop_records_after(resume_update)
+
+    def _drop_records_after(self, update: int) -> None:
+        # Lines logged after the checkpoint we resume from would be duplicated by the resumed run.
+        kept = []
+        for line in self.path.read_text().splitlines():
+            try:
+                if json.loads(line).get("update", 0) <= update:
+                    kept.append(line)
+            except (json.JSONDecodeError, AttributeError):
+                continue
+        atomic_write(self.path, lambda f: f.write("".join(l + "\n" for l in kept).encode()))
+
+    def write(self, record: dict) -> None:
+        with open(self.path, "a") as f:
+            f.write(json.dumps(json_safe(record)) + "\n")
+
+
+def write_summary(run_dir: Path, summary: dict) -> Path:
+    text = json.dumps(json_safe(summary), indent=2, sort_keys=True) + "\n"
+    return atomic_write(Path(run_dir) / SUMMARY_FILE, lambda f: f.write(text.encode()))
+
+
+class Console:
+    """Log lines to stdout; with a tty, also a tqdm progress bar with ETA that lines print above."""
+
+    def __init__(self, total_updates: int, start_update: int, force_plain: bool = False):
+        self.bar = None
+        if sys.stdout.isatty() and not force_plain:
+            from tqdm import tqdm
+            self.bar = tqdm(total=total_updates, initial=start_update, unit="upd",
+                            dynamic_ncols=True, file=sys.stdout)
+
+    def print(self, line: str) -> None:
+        if self.bar is not None:
+            self.bar.write(line)
+        else:
+            print(line, flush=True)
+
+    def advance(self, updates: int) -> None:
+        if self.bar is not None:
+            self.bar.update(updates)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()

@@ -1,0 +1,275 @@
+"""Action-masked PPO in the PureJaxRL style.
+
+`make_trainer(config, env, env_params)` returns pure functions:
+  init(key) -> RunnerState
+  run_chunk(runner, num_active) -> (runner, metrics): `config.updates_per_chunk` PPO updates in one
+      jitted `lax.scan`; only the first `num_active` run (the rest pass the state through), so a
+      leftover count never recompiles. Metrics are stacked per update, shape [updates_per_chunk].
+Update k depends only on the carried RunnerState (RNG included), so how updates are grouped into
+chunks, and whether a run was interrupted and resumed in between, never changes the result.
+
+Layout for data parallelism: per-env data (env state, observations, episode accumulators,
+rollout transitions) has num_envs as its leading axis; parameters and optimiser state live in
+TrainState, apart from per-env data. Sharding the env axis over devices needs no change here.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import optax
+
+from hackmatrix.game.constants import ACTION_SIPHON, FIRST_PROGRAM_ACTION, NUM_REWARD_COMPONENTS
+from hackmatrix.training import distribution
+from hackmatrix.training.config import TrainConfig
+from hackmatrix.training.network import ActorCritic, init_params
+
+
+
+class TrainState(NamedTuple):
+    params: Any
+    opt_state: Any
+    # Timesteps trained so far as float32: drives LR annealing; carried so resume continues it.
+    schedule_timesteps: jax.Array
+
+
+class EnvBatch(NamedTuple):
+    """Everything per env; every leaf has num_envs as its leading axis."""
+    env_state: Any
+    obs: Any                      # EnvObservation the next action will be chosen from
+    episode_return: jax.Array     # f32[num_envs] return of the running episode so far
+    episode_length: jax.Array     # i32[num_envs]
+
+
+class RunnerState(NamedTuple):
+    train: TrainState
+    envs: EnvBatch
+    rng: jax.Array
+
+
+class Transition(NamedTuple):
+    """One env step as PPO learns from it: `obs` is the observation `action` was chosen from."""
+    obs: Any
+    action: jax.Array
+    log_prob: jax.Array
+    value: jax.Array
+    reward: jax.Array
+    done: jax.Array
+
+
+class StepStats(NamedTuple):
+    """Per-step values for metrics only."""
+    ended_return: jax.Array       # return of the episode that ended at this step, else 0
+    ended_length: jax.Array
+    reward_components: jax.Array  # f32[15]
+    stage: jax.Array
+    won: jax.Array
+    death: jax.Array
+    truncated: jax.Array
+    invalid_action: jax.Array
+
+
+def observation_sizes(env, env_params) -> tuple[int, int]:
+    """(obs_dim, num_actions) of an env, read from the shapes its reset returns."""
+    obs, _ = jax.eval_shape(env.reset, jax.random.PRNGKey(0), env_params)
+    return obs.features.shape[-1], obs.action_mask.shape[-1]
+
+
+def make_optimizer(config: TrainConfig) -> optax.GradientTransformation:
+    # Adam with global-norm clipping; the (annealed) learning rate is applied in the update step
+    # from the carried timestep count, so the schedule survives an optimiser reset on resume.
+    return optax.chain(optax.clip_by_global_norm(config.max_grad_norm),
+                       optax.scale_by_adam(eps=1e-5))
+
+
+def learning_rate(config: TrainConfig, schedule_timesteps: jax.Array) -> jax.Array:
+    if not config.anneal_lr:
+        return jnp.float32(config.lr)
+    remaining = jnp.clip(1.0 - schedule_timesteps / jnp.float32(config.total_timesteps), 0.0, 1.0)
+    return jnp.float32(config.lr) * remaining
+
+
+def compute_gae(values: jax.Array, rewards: jax.Array, dones: jax.Array, last_value: jax.Array,
+                gamma: float, gae_lambda: float) -> tuple[jax.Array, jax.Array]:
+    """Generalised advantage estimation over [num_envs, num_steps] arrays.
+
+    `dones[:, t]` means the episode ended at step t, so step t does not bootstrap from t+1 (whose
+    observation already belongs to the next episode). Returns (advantages, value targets).
+    """
+    def backward(carry, step):
+        next_advantage, next_value = carry
+        value, reward, done = step
+        not_done = 1.0 - done.astype(jnp.float32)
+        delta = reward + gamma * next_value * not_done - value
+        advantage = delta + gamma * gae_lambda * not_done * next_advantage
+        return (advantage, value), advantage
+
+    time_major = (values.T, rewards.T, dones.T)
+    _, advantages = jax.lax.scan(backward, (jnp.zeros_like(last_value), last_value), time_major,
+                                 reverse=True)
+    advantages = advantages.T
+    return advantages, advantages + values
+
+
+class Trainer(NamedTuple):
+    network: ActorCritic
+    optimizer: optax.GradientTransformation
+    init: Callable[[jax.Array], RunnerState]
+    init_envs: Callable[[jax.Array], EnvBatch]
+    init_train_state: Callable[[jax.Array], TrainState]
+    run_chunk: Callable[[RunnerState, jax.Array], tuple[RunnerState, dict]]
+
+
+def make_trainer(config: TrainConfig, env, env_params) -> Trainer:
+    obs_dim, num_actions = observation_sizes(env, env_params)
+    network = ActorCritic(config.hidden_dim, config.num_layers, num_actions)
+    optimizer = make_optimizer(config)
+    num_envs, num_steps = config.num_envs, config.num_steps
+    batch_size, minibatch_size = config.batch_size, config.minibatch_size
+
+    vmapped_reset = jax.vmap(env.reset, in_axes=(0, None))
+    vmapped_step = jax.vmap(env.step, in_axes=(0, 0, 0, None))
+
+    def init_envs(key: jax.Array) -> EnvBatch:
+        obs, env_state = vmapped_reset(jax.random.split(key, num_envs), env_params)
+        return EnvBatch(env_state, obs, jnp.zeros(num_envs, jnp.float32),
+                        jnp.zeros(num_envs, jnp.int32))
+
+    def init_train_state(key: jax.Array) -> TrainState:
+        params = init_params(network, key, obs_dim)
+        return TrainState(params, optimizer.init(params), jnp.float32(0.0))
+
+    def init(key: jax.Array) -> RunnerState:
+        rng, params_key, env_key = jax.random.split(key, 3)
+        return RunnerState(init_train_state(params_key), init_envs(env_key), rng)
+
+    # ---------------------------------------------------------------- rollout
+    def env_step(carry, _):
+        params, envs, rng = carry
+        rng, action_key, step_key = jax.random.split(rng, 3)
+        logits, value = network.apply(params, envs.obs.features)
+        action = distribution.sample(action_key, logits, envs.obs.action_mask)
+        action_log_prob = distribution.log_prob(logits, envs.obs.action_mask, action)
+        next_obs, env_state, reward, done, info = vmapped_step(
+            jax.random.split(step_key, num_envs), envs.env_state, action, env_params)
+
+        episode_return = envs.episode_return + reward
+        episode_length = envs.episode_length + 1
+        transition = Transition(envs.obs, action, action_log_prob, value, reward, done)
+        stats = StepStats(
+            ended_return=jnp.where(done, episode_return, 0.0),
+            ended_length=jnp.where(done, episode_length, 0),
+            reward_components=info["reward_components"],
+            stage=info["stage"], won=info["won"], death=info["death"],
+            truncated=info["truncated"], invalid_action=info["invalid_action"])
+        envs = EnvBatch(env_state, next_obs, jnp.where(done, 0.0, episode_return),
+                        jnp.where(done, 0, episode_length))
+        return (params, envs, rng), (transition, stats)
+
+    def rollout(params, envs: EnvBatch, rng):
+        (_, envs, rng), (transitions, stats) = jax.lax.scan(
+            env_step, (params, envs, rng), None, length=num_steps)
+        # scan stacks time first; store env-major so num_envs leads like all per-env data.
+        env_major = lambda tree: jax.tree.map(lambda x: jnp.swapaxes(x, 0, 1), tree)
+        return envs, rng, env_major(transitions), env_major(stats)
+
+    # ---------------------------------------------------------------- PPO loss and update
+    def loss_fn(params, minibatch):
+        transitions, advantages, targets = minibatch
+        logits, value = network.apply(params, transitions.obs.features)
+        mask = transitions.obs.action_mask
+        new_log_prob = distribution.log_prob(logits, mask, transitions.action)
+        entropy = distribution.entropy(logits, mask).mean()
+
+        value_clipped = transitions.value + jnp.clip(value - transitions.value,
+                                                     -config.clip_eps, config.clip_eps)
+        value_loss = 0.5 * jnp.maximum(jnp.square(value - targets),
+                                       jnp.square(value_clipped - targets)).mean()
+
+        log_ratio = new_log_prob - transitions.log_prob
+        ratio = jnp.exp(log_ratio)
+        normalized = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
+        pg_loss = -jnp.minimum(ratio * normalized,
+                               jnp.clip(ratio, 1.0 - config.clip_eps, 1.0 + config.clip_eps)
+                               * normalized).mean()
+        total_loss = pg_loss + config.vf_coef * value_loss - config.ent_coef * entropy
+        diagnostics = {
+            "pg_loss": pg_loss, "value_loss": value_loss, "entropy": entropy,
+            "approx_kl": ((ratio - 1.0) - log_ratio).mean(),
+            "clip_fraction": (jnp.abs(ratio - 1.0) > config.clip_eps).astype(jnp.float32).mean(),
+            "total_loss": total_loss,
+        }
+        return total_loss, diagnostics
+
+    def update_minibatch(carry, minibatch):
+        train, lr = carry
+        grads, diagnostics = jax.grad(loss_fn, has_aux=True)(train.params, minibatch)
+        updates, opt_state = optimizer.update(grads, train.opt_state, train.params)
+        params = optax.apply_updates(train.params, jax.tree.map(lambda u: -lr * u, updates))
+        return (TrainState(params, opt_state, train.schedule_timesteps), lr), diagnostics
+
+    def update_epoch(carry, shuffle_key):
+        train, lr, batch = carry
+        permutation = jax.random.permutation(shuffle_key, batch_size)
+
+        def to_minibatches(x):
+            flat = x.reshape((batch_size,) + x.shape[2:])
+            return flat[permutation].reshape((config.num_minibatches, minibatch_size) + x.shape[2:])
+
+        (train, _), diagnostics = jax.lax.scan(update_minibatch, (train, lr),
+                                               jax.tree.map(to_minibatches, batch))
+        return (train, lr, batch), diagnostics
+
+    def ppo_update(runner: RunnerState):
+        train = runner.train
+        envs, rng, transitions, stats = rollout(train.params, runner.envs, runner.rng)
+        _, last_value = network.apply(train.params, envs.obs.features)
+        advantages, targets = compute_gae(transitions.value, transitions.reward, transitions.done,
+                                          last_value, config.gamma, config.gae_lambda)
+
+        lr = learning_rate(config, train.schedule_timesteps)
+        rng, epochs_key = jax.random.split(rng)
+        (train, _, _), diagnostics = jax.lax.scan(
+            update_epoch, (train, lr, (transitions, advantages, targets)),
+            jax.random.split(epochs_key, config.update_epochs))
+        train = train._replace(schedule_timesteps=train.schedule_timesteps + jnp.float32(batch_size))
+
+        metrics = {name: value.mean() for name, value in diagnostics.items()}
+        metrics.update(rollout_metrics(transitions, stats))
+        metrics["learning_rate"] = lr
+        return RunnerState(train, envs, rng), metrics
+
+    def run_chunk(runner: RunnerState, num_active: jax.Array):
+        def maybe_update(runner, index):
+            def skip(runner):
+                _, metrics = jax.eval_shape(ppo_update, runner)
+                return runner, jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), metrics)
+            return jax.lax.cond(index < num_active, ppo_update, skip, runner)
+
+        return jax.lax.scan(maybe_update, runner, jnp.arange(config.updates_per_chunk))
+
+    return Trainer(network, optimizer, init, init_envs, init_train_state, jax.jit(run_chunk))
+
+
+def rollout_metrics(transitions: Transition, stats: StepStats) -> dict:
+    """Sums and maxima over one rollout; the host divides sums over its logging window."""
+    done = transitions.done
+    action = transitions.action
+    return {
+        "reward_sum": transitions.reward.sum(),
+        "episode_return_sum": stats.ended_return.sum(),
+        "episode_length_sum": stats.ended_length.sum(),
+        "num_episodes": done.sum(dtype=jnp.int32),
+        "reward_components_sum": stats.reward_components.reshape(-1, NUM_REWARD_COMPONENTS).sum(0),
+        "move_count": (action < ACTION_SIPHON).sum(dtype=jnp.int32),
+        "siphon_count": (action == ACTION_SIPHON).sum(dtype=jnp.int32),
+        "program_count": (action >= FIRST_PROGRAM_ACTION).sum(dtype=jnp.int32),
+        "invalid_action_count": stats.invalid_action.sum(dtype=jnp.int32),
+        "highest_stage": stats.stage.max(),
+        "ended_stage_sum": jnp.where(done, stats.stage, 0).sum(),
+        "episodes_won": (done & stats.won).sum(dtype=jnp.int32),
+        "episodes_died": (done & stats.death).sum(dtype=jnp.int32),
+        "episodes_truncated": (done & stats.truncated).sum(dtype=jnp.int32),
+    }

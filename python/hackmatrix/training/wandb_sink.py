@@ -1,0 +1,112 @@
+"""Weights & Biases logging that never needs the network and never stops training.
+
+wandb is imported lazily. Mode: --wandb-mode if given, else WANDB_MODE from the environment, else
+online when credentials exist (WANDB_API_KEY or an api.wandb.ai entry in ~/.netrc), else offline.
+Any wandb failure prints one warning and disables the sink; training continues.
+"""
+
+from __future__ import annotations
+
+import netrc
+import os
+import secrets
+import string
+from pathlib import Path
+
+MODES = ("online", "offline", "disabled")
+
+
+def has_credentials() -> bool:
+    if os.environ.get("WANDB_API_KEY"):
+        return True
+    netrc_path = Path(os.environ.get("NETRC", Path.home() / ".netrc"))
+    try:
+        return netrc.netrc(netrc_path).authenticators("api.wandb.ai") is not None
+    except (OSError, netrc.NetrcParseError):
+        return False
+
+
+def resolve_mode(enabled: bool, explicit_mode: str | None) -> str:
+    if not enabled:
+        return "disabled"
+    if explicit_mode:
+        return explicit_mode
+    env_mode = os.environ.get("WANDB_MODE", "").lower()
+    if env_mode in MODES:
+        return env_mode
+    if env_mode == "dryrun":
+        return "offline"
+    return "online" if has_credentials() else "offline"
+
+
+def new_run_id() -> str:
+    """Chosen before wandb starts so the checkpoint holds it even for offline or disabled runs."""
+    alphabet = string.ascii_lowercase + string.digits
+    return "".join(secrets.choice(alphabet) for _ in range(8))
+
+
+class WandbSink:
+    def __init__(self, *, mode: str, project: str, entity: str | None, run_name: str, run_id: str,
+                 config: dict, directory: Path, resuming: bool, upload_artifacts: bool,
+                 warn=print):
+        self.run = None
+        self.mode = mode
+        self.upload_artifacts = upload_artifacts
+        self.warn = warn
+        if mode == "disabled":
+            return
+        try:
+            import wandb
+            self._wandb = wandb
+            Path(directory).mkdir(parents=True, exist_ok=True)
+            self.run = wandb.init(
+                project=project, entity=entity, name=run_name, id=run_id,
+                resume="allow" if resuming else None, config=config, dir=str(directory),
+                mode=mode, settings=wandb.Settings(init_timeout=60, silent=True))
+        except Exception as error:  # wandb raises many types; none may stop training
+            self._disable(f"wandb init ({mode}) failed, continuing without wandb: "
+                          f"{type(error).__name__}: {error}")
+
+    @property
+    def active(self) -> bool:
+        return self.run is not None
+
+    @property
+    def run_directory(self) -> str | None:
+        return getattr(self.run, "dir", None) if self.run is not None else None
+
+    def _disable(self, message: str) -> None:
+        self.warn(f"[wandb] {message}")
+        self.run = None
+
+    def log(self, metrics: dict, step: int) -> None:
+        if self.run is None:
+            return
+        try:
+            finite = {k: v for k, v in metrics.items() if v is not None and v == v}
+            self.run.log(finite, step=step)
+        except Exception as error:
+            self._disable(f"log failed, disabling wandb: {error}")
+
+    def log_checkpoint(self, paths: list[Path], update: int) -> None:
+        if self.run is None or not self.upload_artifacts:
+            return
+        try:
+            artifact = self._wandb.Artifact(f"{self.run.id}-checkpoint", type="model",
+                                            metadata={"update": update})
+            for path in paths:
+                artifact.add_file(str(path))
+            self.run.log_artifact(artifact, aliases=["latest", f"update-{update}"])
+        except Exception as error:
+            self.warn(f"[wandb] checkpoint artifact upload failed: {error}")
+
+    def finish(self, summary: dict | None = None, exit_code: int = 0) -> None:
+        if self.run is None:
+            return
+        try:
+            if summary:
+                self.run.summary.update({k: v for k, v in summary.items() if v is not None})
+            self.run.finish(exit_code=exit_code)
+        except Exception as error:
+            self.warn(f"[wandb] finish failed: {error}")
+        self.run = None

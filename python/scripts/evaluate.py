@@ -1,0 +1,102 @@
+#!/usr/bin/env python
+"""Evaluate checkpoints against the built-in baselines over many parallel episodes.
+
+Every policy plays the same N games (the boards come from --seed), vmapped and jitted. Reported
+per policy: mean +- std return, mean and max stage reached, win rate, mean score and episode
+length, action-type fractions and the programs used. Episodes are capped at --max-steps steps;
+capped episodes count as truncated.
+
+Policies: each CHECKPOINT (a .pkl, a params .npz or a run directory), the newest checkpoint
+with --latest, and the baselines named by --baselines: `random` (uniform over valid actions)
+and `exit-runner` (walks a shortest path to the exit, attacking what blocks it).
+"""
+
+import sys
+
+from hackmatrix.tools import cli
+
+BASELINE_NAMES = ("random", "exit-runner")
+
+
+def _parse_baselines(text: str) -> list[str]:
+    names = [name.strip() for name in text.split(",") if name.strip()]
+    if names == ["none"]:
+        return []
+    unknown = [name for name in names if name not in BASELINE_NAMES]
+    if unknown:
+        raise ValueError(f"unknown baseline {unknown[0]!r} (choose from {', '.join(BASELINE_NAMES)} "
+                         f"or none)")
+    return list(dict.fromkeys(names))
+
+
+def main(argv=None) -> int:
+    parser = cli.ArgumentParser(prog="evaluate.py", description=__doc__)
+    parser.add_argument("checkpoints", nargs="*", metavar="CHECKPOINT",
+                        help=".pkl checkpoint, params .npz or run directory")
+    parser.add_argument("--latest", action="store_true",
+                        help="also evaluate the newest checkpoint under --checkpoint-dir")
+    parser.add_argument("--checkpoint-dir", default="checkpoints",
+                        help="where --latest looks, run folders included (default: checkpoints)")
+    parser.add_argument("--baselines", default="random,exit-runner", metavar="NAMES",
+                        help="comma-separated baselines: random, exit-runner, or none "
+                             "(default: random,exit-runner)")
+    parser.add_argument("--episodes", type=int, default=256, metavar="N",
+                        help="episodes per policy, run in parallel (default: 256)")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the boards and of sampling")
+    parser.add_argument("--max-steps", type=int, default=2000, metavar="N",
+                        help="steps after which an episode is cut off (default: 2000, the "
+                             "training env's episode limit)")
+    parser.add_argument("--deterministic", action="store_true",
+                        help="checkpoints pick the most probable valid action (default: sample)")
+    parser.add_argument("--json", metavar="FILE", help="also write the results as JSON")
+    args = parser.parse_args(argv)
+    try:
+        baseline_names = _parse_baselines(args.baselines)
+    except ValueError as error:
+        parser.error(str(error))
+    if args.episodes < 1 or args.max_steps < 1:
+        parser.error("--episodes and --max-steps must be at least 1")
+    if not (args.checkpoints or args.latest or baseline_names):
+        parser.error("nothing to evaluate: give a CHECKPOINT, --latest or --baselines")
+
+    def body():
+        import json
+        import pathlib
+
+        import jax
+
+        from hackmatrix.tools import baselines, evaluation, policy, report
+
+        policies = []
+        try:
+            sources = list(args.checkpoints)
+            if args.latest:
+                sources.append(str(policy.latest_checkpoint(args.checkpoint_dir)))
+            for source in sources:
+                loaded = policy.load_policy(source)
+                policies.append(policy.network_policy(loaded, args.deterministic, name=source))
+        except policy.PolicyLoadError as error:
+            raise cli.ToolError(str(error), cli.EXIT_BAD_CHECKPOINT) from None
+        policies += [baselines.baseline(name) for name in baseline_names]
+
+        mode = "greedy" if args.deterministic else "sampled"
+        print(f"{args.episodes} episodes per policy, seed {args.seed}, max {args.max_steps} "
+              f"steps, checkpoints {mode}")
+        key = jax.random.key(args.seed)
+        summaries = {}
+        for candidate in policies:
+            results = evaluation.run_episodes(candidate, key, args.episodes, args.max_steps)
+            summaries[candidate.name] = evaluation.summarise(results)
+        print(report.evaluation_table(summaries))
+
+        if args.json:
+            output = pathlib.Path(args.json)
+            output.parent.mkdir(parents=True, exist_ok=True)
+            output.write_text(json.dumps(summaries, indent=2) + "\n")
+            print(f"wrote {output}")
+
+    return cli.run_main(parser.prog, body)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,40 @@
+#!/usr/bin/env python
+"""Draw the training curves of a run's metrics.jsonl into a PNG (no wandb account needed).
+
+Panels: episode return and length; entropy, approx_kl and clip_fraction with the health
+thresholds (approx_kl 0.08, clip_fraction 0.35); steps per second; the 15 reward components;
+action fractions. Keys a run did not log are skipped.
+"""
+
+import sys
+
+from hackmatrix.tools import cli
+
+
+def main(argv=None) -> int:
+    parser = cli.ArgumentParser(prog="plot_metrics.py", description=__doc__)
+    parser.add_argument("run_dir", metavar="RUN_DIR",
+                        help="run directory holding metrics.jsonl (or the metrics.jsonl file)")
+    parser.add_argument("-o", "--output", metavar="FILE.png",
+                        help="output PNG (default: RUN_DIR/training_curves.png)")
+    args = parser.parse_args(argv)
+
+    def body():
+        import pathlib
+
+        from hackmatrix.tools import plotting
+
+        run_dir = pathlib.Path(args.run_dir)
+        folder = run_dir if run_dir.is_dir() else run_dir.parent
+        output = pathlib.Path(args.output) if args.output else folder / "training_curves.png"
+        try:
+            record_count = plotting.plot_run(run_dir, output)
+        except plotting.MetricsError as error:
+            raise cli.ToolError(str(error), cli.EXIT_BAD_CHECKPOINT) from None
+        print(f"wrote {output} ({record_count} records)")
+
+    return cli.run_main(parser.prog, body)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,8 @@
+"""Train an action-masked PPO agent on the pure-JAX HackMatrix env (see --help, specs/training.md)."""
+
+import sys
+
+from hackmatrix.training.cli import main
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,87 @@
+#!/usr/bin/env python
+"""Watch a trained agent play HackMatrix in the terminal; optionally save an animated GIF.
+
+CHECKPOINT is a full checkpoint_*.pkl, a params .npz (final_params.npz too) or a run directory;
+--latest takes the newest checkpoint under --checkpoint-dir instead, looking inside the run
+folders. The network architecture comes from the checkpoint (inferred from the parameter
+shapes for a bare .npz).
+
+Each step shows the board before the action, the value estimate and the top valid actions with
+their probabilities (the policy restricted to valid actions), the action taken and the reward
+with its non-zero components. Invalid actions are never taken: argmax and sampling both respect
+the action mask. The GIF has one frame for each episode's start plus one per step.
+"""
+
+import sys
+
+from hackmatrix.tools import cli
+
+
+def main(argv=None) -> int:
+    parser = cli.ArgumentParser(prog="watch_jax_agent.py", description=__doc__)
+    parser.add_argument("checkpoint", nargs="?", metavar="CHECKPOINT",
+                        help=".pkl checkpoint, params .npz or run directory")
+    parser.add_argument("--latest", action="store_true",
+                        help="watch the newest checkpoint under --checkpoint-dir")
+    parser.add_argument("--checkpoint-dir", default="checkpoints",
+                        help="where --latest looks, run folders included (default: checkpoints)")
+    parser.add_argument("--episodes", type=int, default=1, metavar="N", help="episodes (default 1)")
+    parser.add_argument("--deterministic", action="store_true",
+                        help="take the most probable valid action (default: sample)")
+    parser.add_argument("--delay", type=float, default=0.5, metavar="SECONDS",
+                        help="pause between frames (default 0.5)")
+    parser.add_argument("--step", action="store_true", help="advance one step per Enter")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the games and of sampling")
+    parser.add_argument("--scenario", metavar="FILE.json",
+                        help="start every episode from this exact state (scenario JSON)")
+    parser.add_argument("--max-steps", type=int, default=500, metavar="N",
+                        help="end an episode after this many steps (default 500)")
+    parser.add_argument("--no-color", action="store_true", help="plain text, no ANSI colours")
+    parser.add_argument("--top", type=int, default=5, metavar="K",
+                        help="how many of the most probable actions to show (default 5)")
+    parser.add_argument("--gif", metavar="FILE", help="also write the episodes as an animated GIF")
+    args = parser.parse_args(argv)
+    if (args.checkpoint is None) == (not args.latest):
+        parser.error("give either CHECKPOINT or --latest")
+    if args.episodes < 1 or args.max_steps < 1 or args.top < 1:
+        parser.error("--episodes, --max-steps and --top must be at least 1")
+    if args.delay < 0:
+        parser.error("--delay must not be negative")
+
+    def body():
+        import json
+        import pathlib
+
+        from hackmatrix.game import scenario
+        from hackmatrix.tools import policy, viewer
+
+        try:
+            source = args.checkpoint or policy.latest_checkpoint(args.checkpoint_dir)
+            loaded = policy.load_policy(source)
+        except policy.PolicyLoadError as error:
+            raise cli.ToolError(str(error), cli.EXIT_BAD_CHECKPOINT) from None
+
+        start_state = None
+        if args.scenario:
+            path = pathlib.Path(args.scenario)
+            try:
+                start_state = scenario.from_dict(json.loads(path.read_text()))
+            except (OSError, ValueError) as error:  # JSONDecodeError is a ValueError
+                raise cli.ToolError(f"scenario {path}: {error}", cli.EXIT_BAD_CHECKPOINT) from None
+
+        interactive = sys.stdout.isatty()
+        mode = "argmax" if args.deterministic else "sampling"
+        print(f"watching {source} ({loaded.network_config.get('num_layers')} x "
+              f"{loaded.network_config.get('hidden_dim')} MLP, {mode})")
+        options = viewer.ViewerOptions(
+            episodes=args.episodes, deterministic=args.deterministic, delay=args.delay,
+            step_mode=args.step, seed=args.seed, scenario=start_state, max_steps=args.max_steps,
+            color=not args.no_color and interactive, clear_screen=interactive and not args.step,
+            gif_path=args.gif, top_k=args.top)
+        viewer.watch(loaded, options)
+
+    return cli.run_main(parser.prog, body)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

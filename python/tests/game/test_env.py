@@ -1,0 +1,186 @@
+"""The gymnax-style environment: observations, auto-reset, truncation, jit/vmap, no re-tracing.
+
+The full game step takes long to compile, so the module compiles it twice only: `STEP_BOTH`
+(unbatched; the auto-resetting step and the plain step_env on the same step key, which XLA
+shares) and `BATCH_STEP` (vmapped, also used for the no-re-tracing check).
+"""
+
+import chex
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from hackmatrix.game import constants as C
+from hackmatrix.game import observation, scenario, valid_actions
+from hackmatrix.game.env import EnvParams, EnvState, HackMatrixEnv
+
+ENV = HackMatrixEnv()
+PARAMS = ENV.default_params
+RESET = jax.jit(ENV.reset_env)
+KEY = jax.random.PRNGKey(0)
+UP, RIGHT = 0, 3
+BATCH = 4
+
+
+@jax.jit
+def STEP_BOTH(key, state, action, params):
+    """(ENV.step, ENV.step_env) of the same step: step_env gets the key half that step uses."""
+    step_key, _ = jax.random.split(key)
+    return ENV.step(key, state, action, params), ENV.step_env(step_key, state, action, params)
+
+
+@jax.jit
+@chex.assert_max_traces(n=1)
+def BATCH_STEP(keys, states, actions, params):
+    return jax.vmap(ENV.step, in_axes=(0, 0, 0, None))(keys, states, actions, params)
+
+
+def STEP(key, state, action, params):
+    return STEP_BOTH(key, state, jnp.asarray(action, jnp.int32), params)[0]
+
+
+def STEP_ENV(key, state, action, params):
+    """step_env with a key that makes it equal to the inner step of STEP(key, ...)."""
+    return STEP_BOTH(key, state, jnp.asarray(action, jnp.int32), params)[1]
+
+
+def env_state(d, time=0):
+    return EnvState(game=scenario.from_dict(d), time=jnp.asarray(time, jnp.int32))
+
+
+def expected_observation(game):
+    return (np.asarray(observation.flatten(observation.observe(game))),
+            np.asarray(valid_actions.valid_actions(game)))
+
+
+def assert_trees_equal(a, b):
+    for x, y in zip(jax.tree_util.tree_leaves(a), jax.tree_util.tree_leaves(b), strict=True):
+        np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
+
+
+def without_history_buffer(state: EnvState):
+    return state.replace(game=state.game.replace(history=None))
+
+
+def test_static_facts():
+    assert ENV.observation_size == 1545 and ENV.num_actions == 28
+    assert ENV.name == "HackMatrix"
+    assert PARAMS.max_steps_in_episode == 2000
+
+
+def test_reset_observation_matches_the_game():
+    obs, state = RESET(KEY, PARAMS)
+    assert obs.features.shape == (1545,) and obs.features.dtype == jnp.float32
+    assert obs.action_mask.shape == (28,) and obs.action_mask.dtype == jnp.bool_
+    features, mask = expected_observation(state.game)
+    np.testing.assert_array_equal(obs.features, features)
+    np.testing.assert_array_equal(obs.action_mask, mask)
+    assert int(state.time) == 0
+
+
+def test_step_env_plain_move():
+    obs, state, reward, done, info = STEP_ENV(KEY, env_state({"player": {"row": 3, "col": 3}}),
+                                              UP, PARAMS)
+    assert (int(state.game.core.player_row), int(state.game.core.player_col)) == (4, 3)
+    assert int(state.time) == 1 and not bool(done)
+    expected = np.zeros(C.NUM_REWARD_COMPONENTS, np.float32)
+    expected[C.REWARD_COMPONENTS.index("step_penalty")] = -0.01
+    expected[C.REWARD_COMPONENTS.index("distance")] = 0.05
+    np.testing.assert_allclose(info["reward_components"], expected, atol=1e-7)
+    assert float(reward) == pytest.approx(0.04)
+    assert float(info["reward_components"].sum()) == pytest.approx(float(reward))
+    assert not bool(info["truncated"]) and not bool(info["invalid_action"])
+    features, mask = expected_observation(state.game)
+    np.testing.assert_array_equal(obs.features, features)
+    np.testing.assert_array_equal(obs.action_mask, mask)
+
+
+def test_step_without_done_does_not_reset():
+    state = env_state({"player": {"row": 3, "col": 3}}, time=5)
+    auto = STEP(KEY, state, UP, PARAMS)
+    plain = STEP_ENV(KEY, state, UP, PARAMS)
+    assert_trees_equal(auto, plain)
+
+
+def test_invalid_action_auto_resets_and_reports_the_taken_step():
+    state = env_state({"player": {"row": 3, "col": 3, "score": 7}, "stage": 4}, time=9)
+    obs, new_state, reward, done, info = STEP(KEY, state, 5 + C.CRASH, PARAMS)  # not owned
+    assert bool(done) and float(reward) == 0.0
+    assert bool(info["invalid_action"]) and not bool(info["truncated"])
+    assert int(info["stage"]) == 4 and int(info["score"]) == 7
+    assert not bool(info["death"]) and not bool(info["won"])
+    np.testing.assert_array_equal(info["reward_components"], np.zeros(15, np.float32))
+    # The returned state is the new episode drawn with the reset half of the key.
+    reset_obs, reset_state = RESET(jax.random.split(KEY)[1], PARAMS)
+    assert int(new_state.time) == 0 and int(new_state.game.history_size) == 0
+    assert_trees_equal(without_history_buffer(new_state), without_history_buffer(reset_state))
+    assert_trees_equal(obs, reset_obs)
+
+
+def test_death_ends_the_episode_with_terminal_info():
+    state = env_state({"player": {"row": 3, "col": 3, "hp": 0}, "stage": 3})
+    _, new_state, reward, done, info = STEP(KEY, state, UP, PARAMS)
+    assert bool(done) and bool(info["death"]) and not bool(info["invalid_action"])
+    assert int(info["stage"]) == 3
+    components = dict(zip(C.REWARD_COMPONENTS, np.asarray(info["reward_components"])))
+    assert components["death"] == pytest.approx(-1.5)
+    assert float(reward) == pytest.approx(-1.51)
+    assert int(new_state.time) == 0
+
+
+def test_victory_ends_the_episode_with_terminal_info():
+    state = env_state({"player": {"row": 5, "col": 4, "score": 3}, "stage": 8})
+    _, new_state, reward, done, info = STEP(KEY, state, RIGHT, PARAMS)
+    assert bool(done) and bool(info["won"]) and int(info["stage"]) == 8
+    assert int(info["score"]) == 3
+    assert float(reward) == pytest.approx(-0.01 + 64 + 0.05 + 500 + 300, rel=1e-6)
+    assert int(new_state.time) == 0 and int(new_state.game.stage) == 1
+
+
+def test_truncation_counts_as_done():
+    params = EnvParams(max_steps_in_episode=3)
+    state = env_state({"player": {"row": 3, "col": 3}}, time=2)
+    _, stepped, _, done, info = STEP_ENV(KEY, state, UP, params)
+    assert bool(done) and bool(info["truncated"]) and int(stepped.time) == 3
+    _, reset_state, _, done, info = STEP(KEY, state, UP, params)
+    assert bool(done) and bool(info["truncated"]) and int(reset_state.time) == 0
+    # One step earlier nothing happens.
+    _, _, _, done, info = STEP(KEY, env_state({"player": {"row": 3, "col": 3}}, time=1), UP,
+                               params)
+    assert not bool(done) and not bool(info["truncated"])
+
+
+def test_a_game_ending_step_at_the_limit_is_not_truncated():
+    params = EnvParams(max_steps_in_episode=1)
+    _, _, _, done, info = STEP(KEY, env_state({"player": {"row": 3, "col": 3}}), 5, params)
+    assert bool(done) and bool(info["invalid_action"]) and not bool(info["truncated"])
+
+
+def test_jit_and_vmap_batch_without_retracing():
+    chex.clear_trace_counter()
+    keys = jax.random.split(KEY, BATCH)
+    obs, states = jax.jit(jax.vmap(ENV.reset_env, in_axes=(0, None)))(keys, PARAMS)
+    assert obs.features.shape == (BATCH, 1545) and obs.action_mask.shape == (BATCH, 28)
+    # Several steps with changing states, actions and params values compile once.
+    for i, actions in enumerate([[0, 1, 2, 3], [4, 10, 27, 5], [3, 2, 1, 0]]):
+        keys = jax.random.split(jax.random.PRNGKey(i + 1), BATCH)
+        obs, states, reward, done, info = BATCH_STEP(
+            keys, states, jnp.asarray(actions, jnp.int32), EnvParams(max_steps_in_episode=9 + i))
+    assert obs.features.shape == (BATCH, 1545) and reward.shape == (BATCH,)
+    assert done.shape == (BATCH,) and info["reward_components"].shape == (BATCH, 15)
+    for i in range(BATCH):
+        game = jax.tree_util.tree_map(lambda x, i=i: x[i], states.game)
+        features, mask = expected_observation(game)
+        np.testing.assert_array_equal(obs.features[i], features)
+        np.testing.assert_array_equal(obs.action_mask[i], mask)
+    # A batch of scenario states (a different origin of the same shapes) reuses the compilation.
+    scenario_states = jax.tree_util.tree_map(
+        lambda *xs: jnp.stack(xs),
+        *[env_state({"player": {"row": 0, "col": i}, "stage": 1 + i}, time=i)
+          for i in range(BATCH)])
+    _, stepped, _, done, _ = BATCH_STEP(keys, scenario_states,
+                                        jnp.full((BATCH,), UP, jnp.int32), PARAMS)
+    assert not np.asarray(done).any()
+    np.testing.assert_array_equal(stepped.game.core.player_row, [1] * BATCH)
+    np.testing.assert_array_equal(stepped.time, [1, 2, 3, 4])

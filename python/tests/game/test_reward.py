@@ -1,0 +1,230 @@
+"""Reward (rules §14): every component, the §14.3 worked examples and the A.5 quick checks."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from hackmatrix.game import constants as C
+from hackmatrix.game import outcome as O
+from hackmatrix.game import reward, scenario, step
+
+STEP = jax.jit(step.step)
+COMPONENTS = jax.jit(reward.components)
+KEY = jax.random.PRNGKey(0)
+UP, DOWN, LEFT, RIGHT = range(4)
+
+
+def action_of(name):
+    return C.FIRST_PROGRAM_ACTION + C.PROGRAM_NAMES.index(name)
+
+
+def run(d, action, key=KEY):
+    return STEP(key, scenario.from_dict(d), action)
+
+
+def components(info):
+    return {name: float(value) for name, value in info["reward_components"].items()}
+
+
+def assert_reward(reward_value, info, expected, **expected_components):
+    values = components(info)
+    assert set(values) == set(C.REWARD_COMPONENTS)
+    # The breakdown adds up to the reward in table order.
+    total = np.float32(0.0)
+    for name in C.REWARD_COMPONENTS:
+        total = np.float32(total + np.float32(values[name]))
+    assert float(reward_value) == pytest.approx(float(total), abs=1e-6)
+    assert float(reward_value) == pytest.approx(expected, abs=1e-5)
+    for name, value in expected_components.items():
+        assert values[name] == pytest.approx(value, abs=1e-6), name
+
+
+# --- §14.3 worked examples -------------------------------------------------------------------
+
+
+def test_moving_closer_to_the_exit():
+    _, _, r, done, info = run({"player": {"row": 3, "col": 3}}, UP)
+    assert_reward(r, info, 0.04, step_penalty=-0.01, distance=0.05)
+    assert not done
+
+
+def test_moving_away_is_not_penalised():
+    _, _, r, _, info = run({"player": {"row": 3, "col": 3}}, DOWN)
+    assert_reward(r, info, -0.01, distance=0.0)
+
+
+@pytest.mark.parametrize("stage, expected", [(1, 1.04), (3, 4.04), (7, 64.04)])
+def test_reaching_the_exit(stage, expected):
+    state, _, r, done, info = run({"player": {"row": 5, "col": 4}, "stage": stage}, RIGHT)
+    assert_reward(r, info, expected, stage=expected - 0.04, distance=0.05)
+    assert not done and bool(info["stage_complete"]) and int(state.stage) == stage + 1
+
+
+def test_reset_at_two_hp_wastes_a_little():
+    d = {"player": {"row": 3, "col": 3, "hp": 2, "energy": 4}, "ownedPrograms": ["RESET"]}
+    _, _, r, _, info = run(d, action_of("RESET"))
+    assert_reward(r, info, 0.49, hpRecovery=1.0, programWaste=-0.3, resourceGain=-0.2)
+
+
+def test_reset_at_one_hp_is_not_wasteful():
+    d = {"player": {"row": 3, "col": 3, "hp": 1, "energy": 4}, "ownedPrograms": ["RESET"]}
+    _, _, r, _, info = run(d, action_of("RESET"))
+    assert_reward(r, info, 1.79, hpRecovery=2.0, programWaste=0.0)
+
+
+def test_killing_an_adjacent_enemy():
+    d = {"player": {"row": 3, "col": 3}, "enemies": [{"type": "virus", "row": 4, "col": 3, "hp": 1}]}
+    _, _, r, _, info = run(d, UP)
+    assert_reward(r, info, 0.29, kills=0.3)
+
+
+def test_winning_on_stage_eight():
+    d = {"player": {"row": 5, "col": 4, "score": 7, "credits": 3, "energy": 5}, "stage": 8}
+    state, _, r, done, info = run(d, RIGHT)
+    expected = -0.01 + 64 + 0.05 + 500 + 100 * 7 + 0.01 * (3 + 5)
+    assert_reward(r, info, expected, stage=64.0, victory=1200.0, resourceHolding=0.08)
+    assert bool(done) and bool(info["won"]) and int(state.stage) == 8
+
+
+# --- A.5 quick checks ------------------------------------------------------------------------
+
+
+def test_quick_check_attack_on_a_two_hp_virus():
+    d = {"player": {"row": 3, "col": 3}, "enemies": [{"type": "virus", "row": 4, "col": 3, "hp": 2}]}
+    _, _, r, done, info = run(d, UP)
+    assert_reward(r, info, -0.01)
+    assert not done
+
+
+def test_quick_check_daemon_walks_towards_the_player():
+    d = {"player": {"row": 0, "col": 0, "energy": 1}, "ownedPrograms": ["WAIT"],
+         "enemies": [{"type": "daemon", "row": 3, "col": 0, "hp": 3}]}
+    state, _, _, _, _ = run(d, C.ACTION_WAIT)
+    [daemon] = scenario.inspect(state)["enemies"]
+    assert (daemon["row"], daemon["col"]) == (2, 0)
+
+
+@pytest.mark.parametrize("from_siphon, expected", [(False, -1.06), (True, -11.06)])
+def test_quick_check_death_by_a_virus(from_siphon, expected):
+    d = {"player": {"row": 3, "col": 3, "hp": 1, "energy": 1}, "ownedPrograms": ["WAIT"],
+         "enemies": [{"type": "virus", "row": 4, "col": 3, "hp": 2,
+                      "spawnedFromSiphon": from_siphon}]}
+    state, _, r, done, info = run(d, C.ACTION_WAIT)
+    assert_reward(r, info, expected, damagePenalty=-1.0, death=0.0, resourceGain=-0.05,
+                  siphonDeathPenalty=-10.0 if from_siphon else 0.0)
+    assert bool(done) and bool(info["death"]) and int(state.core.hp) == 0
+
+
+def test_quick_check_warp_onto_the_exit_kills_and_completes_the_stage():
+    d = {"player": {"row": 0, "col": 0, "credits": 2, "energy": 2}, "ownedPrograms": ["WARP"],
+         "enemies": [{"type": "virus", "row": 5, "col": 5, "hp": 2}]}
+    state, _, r, done, info = run(d, action_of("WARP"))
+    assert_reward(r, info, 1.59, kills=0.3, stage=1.0, distance=0.5, resourceGain=-0.2,
+                  resourceHolding=0.0)
+    assert not done and int(state.stage) == 2
+    assert (int(state.exit_row), int(state.exit_col)) != (5, 5)
+    assert int(state.core.enemies.active.sum()) == 0
+    assert int(state.core.transmissions.active.sum()) == 2
+
+
+def test_quick_check_destroying_a_transmission():
+    d = {"player": {"row": 3, "col": 3},
+         "transmissions": [{"row": 4, "col": 3, "turnsRemaining": 3, "enemyType": "virus"}]}
+    _, _, r, _, info = run(d, UP)
+    assert_reward(r, info, 0.29, kills=0.3)
+
+
+def test_quick_check_siphon_of_a_nine_point_block():
+    d = {"player": {"row": 3, "col": 3, "dataSiphons": 1},
+         "blocks": [{"row": 4, "col": 3, "type": "data", "points": 9}]}
+    _, _, r, _, info = run(d, C.ACTION_SIPHON)
+    assert_reward(r, info, 4.49, score=4.5, siphonQuality=0.0)
+
+
+# --- individual components -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("stage, penalty", [(1, 0.0), (2, -0.5), (3, -1.5), (4, -3.5), (5, -7.5),
+                                            (6, -15.5), (7, -31.5), (8, -63.5)])
+def test_death_penalty_by_stage(stage, penalty):
+    """A setup with hp 0 makes any valid action report death (A.3)."""
+    state, _, r, done, info = run({"player": {"row": 3, "col": 3, "hp": 0}, "stage": stage}, UP)
+    assert_reward(r, info, -0.01 + penalty, death=penalty, distance=0.0)
+    assert bool(done) and bool(info["death"])
+
+
+def test_siphon_death_penalty_needs_an_adjacent_siphon_enemy_and_a_turn_ending_action():
+    d = {"player": {"row": 3, "col": 3, "hp": 0, "credits": 2},
+         "ownedPrograms": ["SHOW"],
+         "enemies": [{"type": "daemon", "row": 3, "col": 2, "hp": 3, "spawnedFromSiphon": True}]}
+    # Attacking stuns the daemon; it still stands next to the player after the enemy turn.
+    _, _, r, _, info = run(d, LEFT)
+    assert_reward(r, info, -10.01, siphonDeathPenalty=-10.0)
+    # A free program never triggers it.
+    _, _, r, _, info = run(d, action_of("SHOW"))
+    assert_reward(r, info, -0.01 - 0.1, siphonDeathPenalty=0.0, resourceGain=-0.1)
+
+
+def test_data_siphon_pays_for_walking_onto_a_pickup_only():
+    d = {"player": {"row": 0, "col": 0, "credits": 5},
+         "ownedPrograms": ["SIPH+"], "resources": [{"row": 1, "col": 0, "dataSiphon": True}]}
+    _, _, r, _, info = run(d, UP)
+    assert_reward(r, info, -0.01 + 1.0 + 0.05, dataSiphon=1.0)
+    _, _, r, _, info = run(d, action_of("SIPH+"))
+    assert_reward(r, info, -0.01 - 0.25, dataSiphon=0.0, resourceGain=-0.25)
+
+
+def test_resource_gain_is_signed_and_exch_is_neutral():
+    d = {"player": {"row": 3, "col": 3, "credits": 10, "energy": 10}, "ownedPrograms": ["CRASH", "EXCH"],
+         "blocks": [{"row": 4, "col": 4, "type": "data", "points": 1}]}
+    _, _, r, _, info = run(d, action_of("CRASH"))
+    assert components(info)["resourceGain"] == pytest.approx(-0.25, abs=1e-6)
+    _, _, r, _, info = run(d, action_of("EXCH"))
+    assert_reward(r, info, -0.01, resourceGain=0.0)
+
+
+def test_siphoning_resources_pays_resource_gain():
+    d = {"player": {"row": 3, "col": 3, "dataSiphons": 1},
+         "resources": [{"row": 3, "col": 4, "credits": 3}, {"row": 2, "col": 3, "energy": 1}]}
+    _, _, r, _, info = run(d, C.ACTION_SIPHON)
+    assert_reward(r, info, -0.01 + 0.2, resourceGain=0.2, siphonQuality=0.0)
+
+
+def test_score_program_pays_score_gain():
+    d = {"player": {"row": 3, "col": 3, "energy": 5}, "ownedPrograms": ["SCORE"], "stage": 3}
+    _, _, r, _, info = run(d, action_of("SCORE"))
+    assert_reward(r, info, -0.01 + 0.5 * 5 - 0.25, score=2.5, resourceGain=-0.25)
+
+
+def test_distance_uses_the_path_around_blocks():
+    # A wall on row 4 leaves only column 0 open: D(3,5) = 5 + 2 + 5 = 12 and D(3,4) = 11,
+    # although moving left increases the Manhattan distance.
+    blocks = [{"row": 4, "col": c, "type": "data", "points": 1} for c in range(1, 6)]
+    _, _, r, _, info = run({"player": {"row": 3, "col": 5}, "blocks": blocks}, LEFT)
+    assert_reward(r, info, 0.04, distance=0.05)
+
+
+def test_kills_of_scheduled_pieces_pay_nothing():
+    d = {"player": {"row": 3, "col": 3},
+         "enemies": [{"type": "virus", "row": 4, "col": 3, "hp": 1, "isFromScheduledTask": True}]}
+    _, _, r, _, info = run(d, UP)
+    assert_reward(r, info, -0.01, kills=0.0)
+
+
+def test_components_unit_stage_table_and_holding():
+    """components() directly: completing stage 8 pays 64, not 100; holding only on completion."""
+    after = scenario.from_dict({"player": {"row": 5, "col": 5, "credits": 10, "energy": 20,
+                                           "score": 3}, "stage": 8})
+    start = reward.Before(score=jnp.int32(3), hp=jnp.int32(3), credits=jnp.int32(10),
+                          energy=jnp.int32(20), distance=jnp.int32(1))
+    values = np.asarray(COMPONENTS(start, after, O.no_outcome(), jnp.int32(RIGHT),
+                                   jnp.bool_(True), jnp.bool_(True)))
+    named = dict(zip(C.REWARD_COMPONENTS, values))
+    assert named["stage"] == 64.0 and named["victory"] == 800.0
+    assert named["resourceHolding"] == pytest.approx(0.3)
+    assert named["distance"] == pytest.approx(0.05)
+    values = np.asarray(COMPONENTS(start, after, O.no_outcome(), jnp.int32(RIGHT),
+                                   jnp.bool_(False), jnp.bool_(False)))
+    named = dict(zip(C.REWARD_COMPONENTS, values))
+    assert named["stage"] == 0.0 and named["victory"] == 0.0 and named["resourceHolding"] == 0.0

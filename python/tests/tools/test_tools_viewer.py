@@ -1,0 +1,146 @@
+"""watch_jax_agent.py and the pieces behind it: loading, masked selection, text output, GIF."""
+
+import io
+import json
+import re
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from PIL import Image
+
+from conftest import load_script
+from hackmatrix.game import constants as C
+from hackmatrix.tools import cli, policy, viewer
+from hackmatrix.training import checkpoint as ckpt
+from hackmatrix.training import network as net
+
+watch_main = load_script("watch_jax_agent.py")
+
+FAST = ["--delay", "0", "--max-steps", "6"]
+
+
+def _episode_lengths(output: str) -> list[int]:
+    return [int(n) for n in re.findall(r"^steps (\d+)  return", output, flags=re.MULTILINE)]
+
+
+def _actions_shown(output: str) -> list[str]:
+    return re.findall(r"^action: (\S+) \(", output, flags=re.MULTILINE)
+
+
+def test_watches_a_full_checkpoint_headless(tiny_run, capsys):
+    pkl = ckpt.newest_checkpoint(tiny_run)
+    assert watch_main([str(pkl), *FAST, "--episodes", "2", "--seed", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "\x1b[" not in out  # not a terminal: no colour codes, no screen clearing
+    assert len(_episode_lengths(out)) == 2
+    assert re.search(r"^value [+-]\d+\.\d+ \| ", out, flags=re.MULTILINE)
+    assert re.search(r"^reward [+-]\d+\.\d+ \(step_penalty -0\.010", out, flags=re.MULTILINE)
+    assert "stage 1" in out and "won no" in out and "programs used:" in out
+    assert set(_actions_shown(out)) <= set(C.ACTION_NAMES)
+
+
+def test_watches_an_npz_and_a_run_dir_and_latest(tiny_run, capsys):
+    for source in ([str(tiny_run / "final_params.npz")], [str(tiny_run)],
+                   ["--latest", "--checkpoint-dir", str(tiny_run.parent)]):
+        assert watch_main([*source, *FAST, "--deterministic", "--no-color"]) == 0
+        out = capsys.readouterr().out
+        assert "1 x 16 MLP" in out  # the architecture inferred from the file
+        assert len(_episode_lengths(out)) == 1
+
+
+def test_gif_has_one_frame_per_step_plus_one_per_episode(tiny_run, tmp_path, capsys):
+    gif_path = tmp_path / "episodes.gif"
+    assert watch_main([str(tiny_run), *FAST, "--episodes", "2", "--gif", str(gif_path)]) == 0
+    lengths = _episode_lengths(capsys.readouterr().out)
+    with Image.open(gif_path) as image:
+        assert image.n_frames == sum(length + 1 for length in lengths)
+        assert image.size[0] > 300 and image.size[1] > 300
+
+
+def test_never_takes_an_invalid_action(tiny_run):
+    """A policy that strongly prefers masked actions still only takes valid ones."""
+    loaded = policy.load_policy(tiny_run / "final_params.npz")
+    # Programs PUSH..POLY, which a new game does not own (so they are masked), get by far the
+    # largest logits; an unmasked argmax or sample would pick them nearly every time.
+    params = jax.tree_util.tree_map(np.array, loaded.params)
+    bias = params["params"]["actor_logits"]["bias"]
+    bias[:] = 0.0
+    bias[C.FIRST_PROGRAM_ACTION:C.ACTION_WAIT] = 100.0
+    loaded = loaded._replace(params=jax.tree_util.tree_map(jnp.asarray, params))
+    out = io.StringIO()
+    summaries = viewer.watch(loaded, viewer.ViewerOptions(episodes=3, delay=0, max_steps=8,
+                                                          color=False), out=out)
+    assert all(summary.end != "invalid action" for summary in summaries)
+    assert "INVALID" not in out.getvalue()
+
+
+def test_masked_selection_only_returns_valid_actions():
+    keys = jax.random.split(jax.random.key(0), 2000)
+    logits = jax.random.normal(jax.random.key(1), (2000, C.NUM_ACTIONS)) * 5
+    masks = jax.random.bernoulli(jax.random.key(2), 0.2, (2000, C.NUM_ACTIONS))
+    masks = masks.at[:, 27].set(masks[:, 27] | ~masks.any(axis=1))  # at least one valid
+    for deterministic in (False, True):
+        actions = jax.vmap(policy.select_action, in_axes=(0, 0, 0, None))(
+            keys, logits, masks, deterministic)
+        assert bool(jnp.all(masks[jnp.arange(2000), actions]))
+
+
+def test_top_actions_lists_valid_actions_by_probability():
+    probabilities = np.array([0.1, 0.0, 0.6, 0.3] + [0.0] * 24)
+    mask = np.zeros(28, bool)
+    mask[[0, 2, 3, 10]] = True
+    assert policy.top_actions(probabilities, mask, 3) == [(2, 0.6), (3, 0.3), (0, 0.1)]
+
+
+def test_scenario_start_and_step_mode(tiny_run, tmp_path, capsys, monkeypatch):
+    scenario_file = tmp_path / "start.json"
+    scenario_file.write_text(json.dumps({"player": {"row": 2, "col": 3, "credits": 7}}))
+    monkeypatch.setattr("sys.stdin", io.StringIO("\n"))  # one Enter, then end of input
+    assert watch_main([str(tiny_run), "--scenario", str(scenario_file), "--step",
+                       "--max-steps", "2", "--delay", "0"]) == 0
+    out = capsys.readouterr().out
+    assert "[Enter] next step" in out
+    assert re.search(r"Credits 7", out)
+
+
+@pytest.mark.parametrize("make_bad_source", ["missing", "empty_dir", "garbage_npz",
+                                             "wrong_shape_npz", "not_a_checkpoint"])
+def test_bad_checkpoint_exits_6_with_one_line(make_bad_source, tmp_path, capsys):
+    source = tmp_path / "missing.pkl"
+    if make_bad_source == "empty_dir":
+        source = tmp_path / "run"
+        source.mkdir()
+    elif make_bad_source == "garbage_npz":
+        source = tmp_path / "garbage.npz"
+        source.write_bytes(b"not a zip file")
+    elif make_bad_source == "wrong_shape_npz":
+        # A network for a different observation size.
+        network = net.ActorCritic(hidden_dim=8, num_layers=1, num_actions=C.NUM_ACTIONS)
+        source = ckpt.save_params(tmp_path / "params_1.npz",
+                                  net.init_params(network, jax.random.key(0), obs_dim=12))
+    elif make_bad_source == "not_a_checkpoint":
+        source = tmp_path / "checkpoint_1.pkl"
+        source.write_bytes(b"\x80\x04K\x01.")  # a pickled int
+    assert watch_main([str(source), "--delay", "0"]) == cli.EXIT_BAD_CHECKPOINT
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+
+
+def test_latest_in_empty_dir_and_bad_arguments(tmp_path, capsys):
+    assert watch_main(["--latest", "--checkpoint-dir", str(tmp_path)]) == cli.EXIT_BAD_CHECKPOINT
+    assert watch_main(["--latest", "--checkpoint-dir", str(tmp_path / "nope")]) == 6
+    for bad_arguments in ([], ["x.pkl", "--latest"], ["x.pkl", "--episodes", "0"]):
+        with pytest.raises(SystemExit) as exit_info:
+            watch_main(bad_arguments)
+        assert exit_info.value.code == cli.EXIT_BAD_ARGUMENTS
+
+
+@pytest.mark.parametrize("text", ["{not json", '{"player": {"row": 9, "col": 0}}'])
+def test_bad_scenario_file_exits_6(tiny_run, tmp_path, text, capsys):
+    scenario_file = tmp_path / "bad.json"
+    scenario_file.write_text(text)
+    assert watch_main([str(tiny_run), "--scenario", str(scenario_file)]) == 6
+    assert watch_main([str(tiny_run), "--scenario", str(tmp_path / "absent.json")]) == 6
+    assert len(capsys.readouterr().err.strip().splitlines()) == 2

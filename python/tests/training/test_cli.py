@@ -1,0 +1,146 @@
+"""train_purejaxrl CLI on the real env: outputs, exact resume after SIGINT, exit codes, wandb."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from hackmatrix.training import checkpoint as ckpt
+from hackmatrix.training import cli
+
+SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "train_purejaxrl.py"
+# One tiny shape for every run here, so all of them share one compiled program (and its cache).
+TINY = ["--num-envs", "8", "--num-steps", "16", "--hidden-dim", "32", "--num-layers", "2",
+        "--log-interval", "2", "--seed", "1"]
+UPDATES = 6
+TOTAL = ["--total-timesteps", str(8 * 16 * UPDATES)]
+
+
+def train(tmp_path, run_name, *extra):
+    return cli.main([*TINY, *TOTAL, "--checkpoint-dir", str(tmp_path), "--run-name", run_name,
+                     "--no-wandb", *extra])
+
+
+def final_params(run_dir):
+    with np.load(run_dir / "final_params.npz") as data:
+        return {key: data[key] for key in data.files}
+
+
+def test_end_to_end_run_writes_checkpoint_params_metrics_and_summary(tmp_path, capsys):
+    assert train(tmp_path, "e2e", "--save-interval", "2", "--keep-checkpoints", "2") == 0
+    run_dir = tmp_path / "e2e"
+    assert [update for update, _ in ckpt.list_checkpoints(run_dir)] == [4, 6]
+    assert {p.name for p in run_dir.glob("params_*.npz")} == {"params_4.npz", "params_6.npz"}
+    records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    assert [r["update"] for r in records] == [2, 4, 6]
+    assert records[-1]["timesteps"] == 8 * 16 * UPDATES
+    for key in ("train/sps", "train/mean_episode_return", "train/approx_kl", "train/entropy",
+                "reward/step_penalty", "actions/move_frac", "stats/highest_stage"):
+        assert key in records[-1]
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["status"] == "completed" and summary["update"] == UPDATES
+    assert summary["compile_seconds"] > 0 and summary["sps"] > 0
+    assert summary["final_params"].endswith("final_params.npz")
+    params, network = ckpt.load_policy_params(run_dir)
+    assert network == {"hidden_dim": 32, "num_layers": 2, "obs_dim": 1545, "num_actions": 28}
+    out = capsys.readouterr().out
+    assert "batch_size=128 minibatch_size=32" in out and "auto_scaled=no" in out
+    assert out.count("[train] update=") == 3
+
+
+def test_sigint_checkpoint_then_resume_gives_bit_identical_params(tmp_path, monkeypatch):
+    assert train(tmp_path, "straight") == 0
+
+    # Deliver a real SIGINT to this process right after the first log line (update 2).
+    format_line = cli.M.format_line
+    def interrupting_format_line(record, *args):
+        if record["update"] == 2:
+            os.kill(os.getpid(), signal.SIGINT)
+        return format_line(record, *args)
+    monkeypatch.setattr(cli.M, "format_line", interrupting_format_line)
+    assert train(tmp_path, "interrupted") == cli.EXIT_INTERRUPTED
+    monkeypatch.setattr(cli.M, "format_line", format_line)
+    run_dir = tmp_path / "interrupted"
+    assert [update for update, _ in ckpt.list_checkpoints(run_dir)] == [2]
+    first_id = ckpt.load_checkpoint(run_dir / "checkpoint_2.pkl")["wandb_run_id"]
+
+    assert cli.main(["--resume", "--run-name", "interrupted", "--checkpoint-dir", str(tmp_path),
+                     "--no-wandb"]) == 0
+    final = ckpt.load_checkpoint(run_dir / f"checkpoint_{UPDATES}.pkl")
+    assert final["update"] == UPDATES and final["wandb_run_id"] == first_id
+    expected, resumed = final_params(tmp_path / "straight"), final_params(run_dir)
+    assert expected.keys() == resumed.keys()
+    for key in expected:
+        np.testing.assert_array_equal(expected[key], resumed[key], err_msg=key)
+    records = [json.loads(l) for l in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    assert [r["update"] for r in records] == [2, 4, 6]
+
+
+def test_truncated_checkpoint_exits_6(tmp_path, capsys):
+    run_dir = tmp_path / "broken"
+    run_dir.mkdir()
+    (run_dir / "checkpoint_3.pkl").write_bytes(b"\x80\x05\x95\x10\x00\x00")
+    assert cli.main(["--resume", str(run_dir), "--no-wandb"]) == cli.EXIT_CHECKPOINT
+    assert cli.main(["--resume", str(tmp_path / "missing.pkl"), "--no-wandb"]) == cli.EXIT_CHECKPOINT
+    err = capsys.readouterr().err.strip().splitlines()
+    assert all(line.startswith("error: checkpoint:") for line in err) and len(err) == 2
+
+
+@pytest.mark.parametrize("argv", [
+    ["--bogus"],
+    ["--num-envs", "0"],
+    ["--num-envs", "6", "--num-steps", "5", "--num-minibatches", "4"],
+    ["--wandb-mode", "sometimes"],
+    ["--total-timesteps", "ten"],
+])
+def test_bad_flags_exit_3_with_the_reason(argv, capsys):
+    assert cli.main(argv + ["--no-wandb"]) == cli.EXIT_BAD_ARGS
+    assert capsys.readouterr().err.startswith("error: bad arguments:")
+
+
+def test_help_documents_every_flag(capsys):
+    assert cli.main(["--help"]) == 0
+    text = capsys.readouterr().out
+    for flag in ("--total-timesteps", "--num-envs", "--num-steps", "--num-minibatches",
+                 "--update-epochs", "--lr", "--anneal-lr", "--gamma", "--gae-lambda", "--clip-eps",
+                 "--ent-coef", "--vf-coef", "--max-grad-norm", "--hidden-dim", "--num-layers",
+                 "--seed", "--checkpoint-dir", "--run-name", "--save-interval-minutes",
+                 "--save-interval", "--keep-checkpoints", "--resume", "--keep-optimizer",
+                 "--wandb", "--no-wandb", "--wandb-project", "--wandb-entity", "--wandb-mode",
+                 "--no-artifact", "--log-interval", "--verbose"):
+        assert flag in text
+
+
+def offline_env(tmp_path):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("WANDB_") and k != "NETRC"}
+    # No credentials anywhere: the run must pick offline mode by itself and need no network.
+    env.update(HOME=str(tmp_path), NETRC=str(tmp_path / "no-netrc"), WANDB_SILENT="true",
+               WANDB_CACHE_DIR=str(tmp_path / "wandb-cache"),
+               WANDB_CONFIG_DIR=str(tmp_path / "wandb-config"))
+    return env
+
+
+def test_without_credentials_wandb_runs_offline_and_sigterm_exits_7(tmp_path):
+    command = [sys.executable, str(SCRIPT), *TINY, "--total-timesteps", str(8 * 16 * 2000),
+               "--checkpoint-dir", str(tmp_path), "--run-name", "offline"]
+    process = subprocess.Popen(command, env=offline_env(tmp_path), stdout=subprocess.PIPE,
+                               stderr=subprocess.STDOUT, text=True)
+    lines = []
+    for line in process.stdout:
+        lines.append(line)
+        if line.startswith("[train]"):
+            process.send_signal(signal.SIGTERM)
+            break
+    lines += process.stdout.readlines()
+    assert process.wait(timeout=120) == cli.EXIT_INTERRUPTED, "".join(lines)
+    run_dir = tmp_path / "offline"
+    assert ckpt.list_checkpoints(run_dir), "".join(lines)
+    offline_runs = list((run_dir / "wandb").glob("offline-run-*"))
+    assert offline_runs, "".join(lines)
+    run_id = ckpt.load_checkpoint(ckpt.newest_checkpoint(run_dir))["wandb_run_id"]
+    assert offline_runs[0].name.endswith(run_id)

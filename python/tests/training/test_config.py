@@ -1,0 +1,56 @@
+"""Auto-scaling math and config validation."""
+
+import pytest
+
+from hackmatrix.training.config import (ConfigError, TrainConfig, auto_scale_for_batch_size,
+                                        validate)
+
+
+def scaled(num_envs, num_steps=128, explicit=frozenset(), **values):
+    config = TrainConfig(num_envs=num_envs, num_steps=num_steps, total_timesteps=10**9, **values)
+    return auto_scale_for_batch_size(config, explicit)
+
+
+def test_reference_batch_and_smaller_are_unchanged():
+    for num_envs in (8, 64, 256):
+        config, changes = scaled(num_envs)
+        assert (config.num_minibatches, config.update_epochs, changes) == (4, 4, {})
+
+
+def test_2048_envs_go_to_32_minibatches_and_1_epoch():
+    config, changes = scaled(2048)
+    assert (config.num_minibatches, config.update_epochs) == (32, 1)
+    assert config.minibatch_size == 8192 and config.gradient_steps_per_update == 32
+    assert changes == {"num_minibatches": (4, 32), "update_epochs": (4, 1)}
+
+
+@pytest.mark.parametrize("num_envs, minibatches, epochs", [(512, 8, 4), (1024, 16, 2), (4096, 64, 1)])
+def test_minibatch_size_and_gradient_steps_stay_near_targets(num_envs, minibatches, epochs):
+    config, _ = scaled(num_envs)
+    assert (config.num_minibatches, config.update_epochs) == (minibatches, epochs)
+
+
+def test_odd_batch_gets_a_divisor_near_the_target():
+    config, _ = scaled(1000, 100)  # 100,000 steps: target ~12.2 minibatches
+    assert config.batch_size % config.num_minibatches == 0
+    assert 10 <= config.num_minibatches <= 16
+    validate(config)
+
+
+def test_explicit_values_are_never_changed():
+    config, changes = scaled(2048, num_minibatches=8, explicit=frozenset({"num_minibatches"}))
+    assert config.num_minibatches == 8 and config.update_epochs == 4 and "num_minibatches" not in changes
+    config, _ = scaled(2048, update_epochs=3, explicit=frozenset({"update_epochs"}))
+    assert (config.num_minibatches, config.update_epochs) == (32, 3)
+
+
+@pytest.mark.parametrize("values, reason", [
+    ({"num_envs": 6, "num_steps": 5, "num_minibatches": 4}, "not divisible"),
+    ({"num_envs": 0}, "--num-envs"),
+    ({"total_timesteps": 10}, "less than one update"),
+    ({"gamma": 1.5}, "--gamma"),
+    ({"lr": float("nan")}, "--lr"),
+])
+def test_validation_reports_the_reason(values, reason):
+    with pytest.raises(ConfigError, match=reason):
+        validate(TrainConfig(**values))
