@@ -22,7 +22,6 @@ from hackmatrix.game import valid_actions
 
 _ROWS = np.arange(C.BOARD_SIZE, dtype=np.int32)[:, None]
 _COLS = np.arange(C.BOARD_SIZE, dtype=np.int32)[None, :]
-_BLOCK_CONTENTS = (C.DATA_BLOCK, C.PROGRAM_BLOCK, C.QUESTION_BLOCK)
 # Further than any cell on a 6x6 board: "not on the ray" / "no block on the ray".
 _NOT_ON_RAY = 99
 
@@ -32,18 +31,18 @@ def is_block(content):
     return (content >= C.DATA_BLOCK) & (content <= C.QUESTION_BLOCK)
 
 
-def first_true(mask):
-    """One-hot of the first True entry of a 1-d mask (all False if none): the list-order pick."""
-    return mask & (jnp.cumsum(mask) == 1)
+def first_index(mask):
+    """Index of the first True entry of a 1-d mask (its length if none): the list-order pick."""
+    return jnp.min(jnp.where(mask, jnp.arange(mask.shape[0]), mask.shape[0]))
 
 
-def remove_one(items, remove):
-    """Stable removal of at most one slot (`remove` is a one-hot or all False).
+def remove_at(items, index):
+    """Stable removal of slot `index` (nothing if index >= capacity).
 
-    Equivalent to `state.compact(items, ~remove)` but a shift by one instead of a [K, K]
-    permutation product: slots from the removed one onwards take their successor's value.
+    Equivalent to `state.compact` for a single slot, but a shift by one instead of a [K, K]
+    permutation product: slots from `index` onwards take their successor's value.
     """
-    shifted_from = jnp.cumsum(remove) > 0
+    shifted_from = jnp.arange(items.active.shape[0]) >= index
 
     def shift(field):
         successor = jnp.concatenate([field[1:], jnp.zeros_like(field[:1])])
@@ -65,8 +64,9 @@ def _move_or_attack(state: S.GameState, direction):
     """§6.1 for the (traced) direction 0-3: line of fire, then attack or move."""
     core = state.core
     cells, enemies, transmissions = core.cells, core.enemies, core.transmissions
-    delta_row = jnp.asarray(C.DIRECTION_DELTAS[:, 0])[direction]
-    delta_col = jnp.asarray(C.DIRECTION_DELTAS[:, 1])[direction]
+    # §1 order: up (+1, 0), down (−1, 0), left (0, −1), right (0, +1).
+    delta_row = jnp.where(direction == 0, 1, jnp.where(direction == 1, -1, 0))
+    delta_col = jnp.where(direction == 3, 1, jnp.where(direction == 2, -1, 0))
     row, col = core.player_row, core.player_col
 
     def steps_to(rows, cols):
@@ -86,18 +86,24 @@ def _move_or_attack(state: S.GameState, direction):
     has_target = (target_distance < _NOT_ON_RAY) & (target_distance <= block_distance)
     hits_transmission = has_target & (transmission_distance == target_distance)
     hits_enemy = has_target & ~hits_transmission
-    hit_transmission = first_true(transmission_steps == target_distance) & hits_transmission
-    hit_enemy = first_true(enemy_steps == target_distance) & hits_enemy
+    capacity = enemies.active.shape[0]
+    no_slot = max(capacity, transmissions.active.shape[0])
+    hit_transmission = jnp.where(hits_transmission,
+                                 first_index(transmission_steps == target_distance), no_slot)
+    hit_enemy = jnp.where(hits_enemy, first_index(enemy_steps == target_distance), no_slot)
+    target = jnp.arange(capacity) == hit_enemy
 
     # Attack: damage floored at 0, survivors stunned, the dead target removed (§6.1).
     damaged_hp = jnp.maximum(enemies.hp - core.attack_damage, 0)
-    hp = jnp.where(hit_enemy, damaged_hp, enemies.hp)
-    killed_enemy = hit_enemy & (damaged_hp <= 0)
-    stunned = enemies.stunned | (hit_enemy & (damaged_hp > 0))
-    enemies = remove_one(enemies.replace(hp=hp, stunned=stunned), killed_enemy)
-    transmissions = remove_one(transmissions, hit_transmission)
-    kills = (jnp.sum(killed_enemy & ~core.enemies.from_scheduled)
-             + jnp.sum(hit_transmission & ~core.transmissions.from_scheduled)).astype(jnp.int32)
+    hp = jnp.where(target, damaged_hp, enemies.hp)
+    killed = target & (damaged_hp <= 0)
+    stunned = enemies.stunned | (target & (damaged_hp > 0))
+    enemies = remove_at(enemies.replace(hp=hp, stunned=stunned),
+                        jnp.where(jnp.any(killed), hit_enemy, no_slot))
+    transmissions = remove_at(transmissions, hit_transmission)
+    destroyed = jnp.arange(transmissions.active.shape[0]) == hit_transmission
+    kills = (jnp.sum(killed & ~core.enemies.from_scheduled)
+             + jnp.sum(destroyed & ~core.transmissions.from_scheduled)).astype(jnp.int32)
 
     # Move: one step onto an on-board cell without a block (the next cell is ray step 1).
     next_cell = cell_steps == 1
@@ -152,18 +158,19 @@ def _siphon(state: S.GameState):
         siphoned=cells.siphoned | cross,
         siphon_center=cells.siphon_center | at_player,
     )
+    # Score, credits, energy and owed transmissions in one stacked reduction.
+    score, credits, energy, owed = jnp.sum(jnp.stack([
+        jnp.where(siphoned_block & carries_data, cells.points, 0),
+        jnp.where(gathered, cells.credits, 0),
+        jnp.where(gathered, cells.energy, 0),
+        jnp.where(siphoned_block, cells.spawn_count, 0),
+    ]), axis=(1, 2))
     new_core = core.replace(
-        score=core.score + jnp.sum(jnp.where(siphoned_block & carries_data, cells.points, 0)),
-        credits=core.credits + jnp.sum(jnp.where(gathered, cells.credits, 0)),
-        energy=core.energy + jnp.sum(jnp.where(gathered, cells.energy, 0)),
-        owned=core.owned | acquired,
-        data_siphons=core.data_siphons - 1,
-        cells=new_cells,
-    )
+        score=core.score + score, credits=core.credits + credits, energy=core.energy + energy,
+        owned=core.owned | acquired, data_siphons=core.data_siphons - 1, cells=new_cells)
     new_state = state.replace(
         core=new_core,
-        pending_siphon_transmissions=state.pending_siphon_transmissions
-        + jnp.sum(jnp.where(siphoned_block, cells.spawn_count, 0)),
+        pending_siphon_transmissions=state.pending_siphon_transmissions + owed,
         scheduled_interval=jnp.maximum(4, state.scheduled_interval - 1),
         next_scheduled_turn=state.next_scheduled_turn + 5,
     )
@@ -194,7 +201,7 @@ def _merge_leaf(choices, base):
 def resolve(key, state: S.GameState, action):
     """Resolve any of the 28 actions (§5 step 2); returns (state, ActionOutcome).
 
-    A failed action (§4.4) reports `failed`; the step then discards the returned state. Program
+    A failed action (§4.4) reports `failed` and returns the input state unchanged. Program
     failure is the §4.3 mask itself (owned, affordable, applicable) or whatever the program
     reports; paying and the effect happen in `programs.apply`.
     """
@@ -211,15 +218,19 @@ def resolve(key, state: S.GameState, action):
                               & (jnp.arange(C.NUM_PROGRAMS) == program_index))
     program_outcome = program_outcome._replace(failed=program_outcome.failed | ~program_allowed)
 
-    # The UNDO history buffer is never selected over: no branch rewrites it (UNDO moves only
-    # history_top / history_size, which are merged like any other scalar).
-    branches = (moved, siphoned, programmed)
     predicates = (is_move, is_siphon, is_program)
-    merge = lambda base, *values: _merge_leaf(list(zip(predicates, values)), base)  # noqa: E731
-    without_history = [branch.replace(history=state.history) for branch in branches]
-    merged = jax.tree_util.tree_map(merge, state.replace(history=state.history),
-                                    *without_history)
-    merged_outcome = O.ActionOutcome(*[
-        _merge_leaf(list(zip(predicates, fields)), None)
-        for fields in zip(move_outcome, siphon_outcome, program_outcome)])
-    return merged, merged_outcome
+    outcomes = (move_outcome, siphon_outcome, program_outcome)
+    outcome = O.ActionOutcome(*[_merge_leaf(list(zip(predicates, fields)), None)
+                                for fields in zip(*outcomes)])
+
+    # A branch's state is taken only if it is the chosen one and did not fail; otherwise the
+    # input state stays (§4.4), folded into the same selects. The UNDO history buffer is never
+    # selected over: no branch rewrites it (UNDO moves only history_top / history_size, which
+    # are merged like any other scalar).
+    succeeded = [p & ~o.failed for p, o in zip(predicates, outcomes)]
+    branches = [branch.replace(history=state.history) for branch in (moved, siphoned, programmed)]
+
+    def merge(base, *values):
+        return _merge_leaf([(outcome.failed, base)] + list(zip(succeeded, values)), base)
+
+    return jax.tree_util.tree_map(merge, state, *branches), outcome

@@ -48,57 +48,68 @@ def select_state(pred, new: S.GameState, old: S.GameState) -> S.GameState:
     return new.replace(core=core, **scalars)
 
 
+# Packed transmission word for hatching and compaction: row 0-2, col 3-5, type 6-7,
+# from_siphon 8, from_scheduled 9, present 10, turnsRemaining (signed) from bit 11.
+_T_COL, _T_TYPE, _T_SIPHON, _T_SCHEDULED, _T_PRESENT, _T_TURNS = 3, 6, 1 << 8, 1 << 9, 1 << 10, 11
+
+
 def _hatch(enemies: S.Enemies, transmissions: S.Transmissions):
-    """§8 step 3: count down, hatch, append hatchlings in transmission order."""
-    hatching = transmissions.active & (transmissions.turns_remaining <= 1)
-    capacity = enemies.active.shape[0]
-    slot = jnp.sum(enemies.active) + jnp.cumsum(hatching) - 1
-    slot = jnp.where(hatching, slot, capacity)  # out of range: dropped by the scatter
+    """§8 step 3: count down, hatch, append hatchlings in transmission order.
 
-    def put(field, value):
-        return field.at[slot].set(jnp.asarray(value, field.dtype), mode="drop")
+    Moves go through one scatter of packed words each (cheaper than per-field moves).
+    """
+    t = transmissions
+    hatching = t.active & (t.turns_remaining <= 1)
+    staying = t.active & ~hatching
+    words = (t.row | (t.col << _T_COL) | (t.enemy_type << _T_TYPE)
+             | jnp.where(t.from_siphon, _T_SIPHON, 0) | jnp.where(t.from_scheduled, _T_SCHEDULED, 0)
+             | _T_PRESENT | ((t.turns_remaining - 1) << _T_TURNS)).astype(jnp.int32)
+    capacity = t.active.shape[0]
 
-    kind = transmissions.enemy_type
+    # Hatchlings go to the enemy slots after the last enemy, in transmission order.
+    target = jnp.where(hatching, jnp.sum(enemies.active) + spawning.exclusive_prefix_count(hatching), capacity)
+    born = jnp.zeros((enemies.active.shape[0],), jnp.int32).at[target].set(words, mode="drop")
+    new = (born & _T_PRESENT) != 0
+    kind = (born >> _T_TYPE) & 3
+    max_hp = jnp.zeros_like(kind)
+    for enemy_type in range(C.NUM_ENEMY_TYPES):
+        max_hp = jnp.where(kind == enemy_type, int(C.ENEMY_MAX_HP[enemy_type]), max_hp)
+    put = lambda old, value: jnp.where(new, jnp.asarray(value, old.dtype), old)
     enemies = enemies.replace(
-        active=put(enemies.active, True), kind=put(enemies.kind, kind),
-        row=put(enemies.row, transmissions.row), col=put(enemies.col, transmissions.col),
-        hp=put(enemies.hp, _MAX_HP[kind]), disabled_turns=put(enemies.disabled_turns, 1),
+        active=enemies.active | new, kind=put(enemies.kind, kind),
+        row=put(enemies.row, born & 7), col=put(enemies.col, (born >> _T_COL) & 7),
+        hp=put(enemies.hp, max_hp), disabled_turns=put(enemies.disabled_turns, 1),
         stunned=put(enemies.stunned, False),
-        from_siphon=put(enemies.from_siphon, transmissions.from_siphon),
-        from_scheduled=put(enemies.from_scheduled, transmissions.from_scheduled))
-    counted_down = transmissions.replace(
-        turns_remaining=jnp.where(hatching, transmissions.turns_remaining,
-                                  transmissions.turns_remaining - 1))
-    return enemies, S.compact(counted_down, ~hatching)
+        from_siphon=put(enemies.from_siphon, (born & _T_SIPHON) != 0),
+        from_scheduled=put(enemies.from_scheduled, (born & _T_SCHEDULED) != 0))
+
+    # The others count down and close ranks (stable).
+    target = jnp.where(staying, spawning.exclusive_prefix_count(staying), capacity)
+    kept = jnp.zeros((capacity,), jnp.int32).at[target].set(words, mode="drop")
+    present = (kept & _T_PRESENT) != 0
+    transmissions = S.Transmissions(
+        active=present, row=kept & 7, col=(kept >> _T_COL) & 7,
+        turns_remaining=jnp.where(present, kept >> _T_TURNS, 0),
+        enemy_type=(kept >> _T_TYPE) & 3, from_siphon=(kept & _T_SIPHON) != 0,
+        from_scheduled=(kept & _T_SCHEDULED) != 0)
+    return enemies, transmissions
 
 
 # Loop-slot word: everything one iteration reads about its enemy, so a single dynamic slice
 # (and a single dynamic update) per iteration. Bits: row 0-2, col 3-5, kind 6-7, ready 8,
-# attacked 9.
-_COL_SHIFT, _KIND_SHIFT, _READY_BIT, _ATTACKED_BIT = 3, 6, 1 << 8, 1 << 9
-_COUNT_PLANES = 6  # bit-sliced per-cell enemy counts, enough for 36 enemies on one cell
+# attacked 9, active 10, list index 12-17. A decision uses the row/col/attacked bits and
+# moves 11.
+_COL_SHIFT, _KIND_SHIFT = 3, 6
+_READY_BIT, _ATTACKED_BIT, _ACTIVE_BIT, _MOVES_BIT = 1 << 8, 1 << 9, 1 << 10, 1 << 11
+_INDEX_SHIFT = 12
+_CELL_BITS = 0x3F
 
 
-def _pack(row, col, kind, ready):
-    return (row | (col << _COL_SHIFT) | (kind << _KIND_SHIFT)
-            | jnp.where(ready, _READY_BIT, 0)).astype(jnp.int32)
-
-
-def _count_planes(active, row, col):
-    """Per-cell enemy counts, bit-sliced: plane b holds the cells whose count has bit b set."""
-    cell = jnp.where(active, row * C.BOARD_SIZE + col, C.NUM_CELLS)
-    counts = jnp.zeros((C.NUM_CELLS + 1,), jnp.int32).at[cell].add(1)[:C.NUM_CELLS]
-    counts = counts.reshape(C.BOARD_SIZE, C.BOARD_SIZE)
-    return tuple(bb.from_bool(((counts >> b) & 1) == 1) for b in range(_COUNT_PLANES))
-
-
-def _leave(planes, cell: bb.Board):
-    """Decrement the count of `cell` (a single-cell board, or empty for no change)."""
-    borrow, result = cell, []
-    for plane in planes:
-        result.append(plane ^ borrow)
-        borrow = borrow & ~plane
-    return tuple(result)
+def _pack(enemies: S.Enemies):
+    ready = enemies.active & (enemies.disabled_turns <= 0) & ~enemies.stunned
+    return (enemies.row | (enemies.col << _COL_SHIFT) | (enemies.kind << _KIND_SHIFT)
+            | jnp.where(ready, _READY_BIT, 0) | jnp.where(enemies.active, _ACTIVE_BIT, 0)
+            | (jnp.arange(enemies.active.shape[0]) << _INDEX_SHIFT)).astype(jnp.int32)
 
 
 def _speed(kind):
@@ -117,48 +128,71 @@ def _enemy_actions(key, core: S.Core):
                                        core.transmissions.col)
     rule2 = pathfinding.rule2_first_steps(p_row, p_col, block_board)
     capacity = enemies.active.shape[0]
+    slots = jnp.arange(capacity)
 
-    # Enemies never move onto an occupied cell, so counts only matter for cells that start
-    # shared (after PUSH/PULL or hatching); moving in just sets plane 0.
-    planes = _count_planes(enemies.active, enemies.row, enemies.col)
-    ready = enemies.active & (enemies.disabled_turns <= 0) & ~enemies.stunned
-    slot_words = _pack(enemies.row, enemies.col, enemies.kind, ready)
-    order = jnp.arange(capacity)  # loop slot i holds enemy order[i]
+    slot_words = _pack(enemies)
+    enemy_cells = bb.from_cells(enemies.active, enemies.row, enemies.col)
     hp = core.hp
 
+    def decide(i, phase, slot_words, enemy_cells):
+        """What loop slot i does: a packed decision (new row/col, moves, attacks)."""
+        word = jax.lax.dynamic_index_in_dim(slot_words, i, keepdims=False)
+        e_row, e_col = word & 7, (word >> _COL_SHIFT) & 7
+        e_kind = (word >> _KIND_SHIFT) & 3
+        acts = ((word & (_READY_BIT | _ATTACKED_BIT)) == _READY_BIT) & (phase < _speed(e_kind))
+        adjacent = jnp.abs(e_row - p_row) + jnp.abs(e_col - p_col) == 1
+        new_row, new_col = pathfinding.enemy_move(
+            e_row, e_col, e_kind == C.GLITCH, p_row, p_col, block_board,
+            enemy_cells | transmission_cells, rule2)
+        moves = acts & ~adjacent & ((new_row != e_row) | (new_col != e_col))
+        attacks = acts & adjacent
+        return (new_row | (new_col << _COL_SHIFT) | jnp.where(moves, _MOVES_BIT, 0)
+                | jnp.where(attacks, _ATTACKED_BIT, 0)).astype(jnp.int32)
+
+    def apply(i, decision, slot_words, enemy_cells, hp):
+        """Carry out loop slot i's decision."""
+        word = jax.lax.dynamic_index_in_dim(slot_words, i, keepdims=False)
+        moves = (decision & _MOVES_BIT) != 0
+        attacks = (decision & _ATTACKED_BIT) != 0
+        # The old cell stays occupied if another enemy shares it (after PUSH/PULL or hatching);
+        # moves never enter an occupied cell.
+        same_cell = ((slot_words & (_ACTIVE_BIT | _CELL_BITS))
+                     == (_ACTIVE_BIT | (word & _CELL_BITS)))
+        shared = jnp.any(same_cell & (slots != i))
+        e_row, e_col = word & 7, (word >> _COL_SHIFT) & 7
+        new_row, new_col = decision & 7, (decision >> _COL_SHIFT) & 7
+        vacated = bb.where(moves & ~shared, bb.single(e_row, e_col), bb.empty())
+        entered = bb.where(moves, bb.single(new_row, new_col), bb.empty())
+        enemy_cells = (enemy_cells & ~vacated) | entered
+        word = jnp.where(moves, (word & ~_CELL_BITS) | (decision & _CELL_BITS), word)
+        word = word | (decision & _ATTACKED_BIT)
+        # A select, not a dynamic_update_slice: with the in-place update XLA:CPU returned
+        # wrong positions for batches >= 64 (the same iteration also reads all of slot_words).
+        slot_words = jnp.where(slots == i, word, slot_words)
+        return slot_words, enemy_cells, jnp.where(attacks, jnp.maximum(hp - 1, 0), hp)
+
+    # Software-pipelined loop: iteration i applies slot i-1's decision, then decides slot i.
+    # The decision crosses iterations as a loop-carried value, so XLA materialises it once
+    # instead of recomputing the whole move inside every kernel that consumes it.
+    no_decision = jnp.int32(0)
     for phase, phase_key in enumerate(jax.random.split(key, _MAX_SPEED)):
-        permutation = jax.random.permutation(phase_key, capacity)
-        order, slot_words = order[permutation], slot_words[permutation]
+        # A fresh uniformly random processing order: loop slot rank[j] gets slot word j.
+        rank = spawning.random_ranks(spawning.random_words(phase_key, capacity))
+        slot_words = jnp.zeros_like(slot_words).at[rank].set(slot_words)
 
-        def act(i, carry, phase=phase):
-            slot_words, planes, hp = carry
-            word = jax.lax.dynamic_index_in_dim(slot_words, i, keepdims=False)
-            e_row, e_col = word & 7, (word >> _COL_SHIFT) & 7
-            e_kind = (word >> _KIND_SHIFT) & 3
-            acts = ((word & (_READY_BIT | _ATTACKED_BIT)) == _READY_BIT) & (phase < _speed(e_kind))
-            adjacent = jnp.abs(e_row - p_row) + jnp.abs(e_col - p_col) == 1
-            attack = acts & adjacent
-            occupied = transmission_cells
-            for plane in planes:
-                occupied = occupied | plane
-            new_row, new_col = pathfinding.enemy_move(
-                e_row, e_col, e_kind == C.GLITCH, p_row, p_col, block_board, occupied, rule2)
-            moves = acts & ~adjacent & ((new_row != e_row) | (new_col != e_col))
-            planes = _leave(planes, bb.where(moves, bb.single(e_row, e_col), bb.empty()))
-            planes = (planes[0] | bb.where(moves, bb.single(new_row, new_col), bb.empty()),
-                      ) + planes[1:]
-            row = jnp.where(moves, new_row, e_row)
-            col = jnp.where(moves, new_col, e_col)
-            word = ((word & ~(_ATTACKED_BIT | 0x3F)) | row | (col << _COL_SHIFT)
-                    | jnp.where(attack, _ATTACKED_BIT, word & _ATTACKED_BIT))
-            slot_words = jax.lax.dynamic_update_index_in_dim(slot_words, word, i, 0)
-            hp = jnp.where(attack, jnp.maximum(hp - 1, 0), hp)
-            return slot_words, planes, hp
+        def step(i, carry, phase=phase):
+            slot_words, enemy_cells, hp, decision = carry
+            slot_words, enemy_cells, hp = apply(jnp.maximum(i - 1, 0), decision, slot_words,
+                                                enemy_cells, hp)
+            return slot_words, enemy_cells, hp, decide(i, phase, slot_words, enemy_cells)
 
-        slot_words, planes, hp = jax.lax.fori_loop(0, capacity, act, (slot_words, planes, hp))
+        carry = (slot_words, enemy_cells, hp, no_decision)
+        slot_words, enemy_cells, hp, decision = jax.lax.fori_loop(0, capacity, step, carry)
+        slot_words, enemy_cells, hp = apply(capacity - 1, decision, slot_words, enemy_cells, hp)
 
-    # Undo the processing order: enemy order[i] is at loop slot i.
-    slot_words = jnp.zeros_like(slot_words).at[order].set(slot_words)
+    # Undo the processing order: every slot word carries its enemy's list index.
+    list_index = (slot_words >> _INDEX_SHIFT) & 0x3F
+    slot_words = jnp.zeros_like(slot_words).at[list_index].set(slot_words)
     return slot_words & 7, (slot_words >> _COL_SHIFT) & 7, hp
 
 

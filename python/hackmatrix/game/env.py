@@ -42,8 +42,18 @@ class EnvObservation(NamedTuple):
     action_mask: jax.Array  # bool[28]
 
 
-def _env_observation(game: S.GameState, obs: observation.Observation) -> EnvObservation:
-    return EnvObservation(features=observation.flatten(obs),
+def _new_game(key) -> S.GameState:
+    """A new game with every leaf strongly typed.
+
+    A weakly typed leaf (e.g. from a Python-scalar `jnp.where`) would give reset states other
+    abstract types than stepped or scenario states, so a jitted step would compile twice.
+    """
+    game, _ = game_step.reset(key)
+    return jax.tree_util.tree_map(lambda leaf: jnp.asarray(leaf, leaf.dtype), game)
+
+
+def _env_observation(game: S.GameState) -> EnvObservation:
+    return EnvObservation(features=observation.flatten(observation.observe(game)),
                           action_mask=valid_actions.valid_actions(game))
 
 
@@ -76,12 +86,14 @@ class HackMatrixEnv:
 
     def reset_env(self, key, params: EnvParams):
         """A new game (§13.1): returns (EnvObservation, EnvState)."""
-        game, obs = game_step.reset(key)
-        return _env_observation(game, obs), EnvState(game=game, time=jnp.asarray(0, jnp.int32))
+        game = _new_game(key)
+        return _env_observation(game), EnvState(game=game, time=jnp.asarray(0, jnp.int32))
 
-    def step_env(self, key, state: EnvState, action, params: EnvParams):
-        """One game step without auto-reset: (obs, state, reward, done, info)."""
-        game, obs, reward, terminated, game_info = game_step.step(key, state.game, action)
+    def _game_step(self, key, state: EnvState, action, params: EnvParams):
+        """The game step without its observation: (EnvState, reward, done, info)."""
+        # The game's own observation output is unused here, so jit drops it: the env observes
+        # only the state it returns (after the auto-reset choice in `step`).
+        game, _, reward, terminated, game_info = game_step.step(key, state.game, action)
         time = state.time + 1
         truncated = (time >= params.max_steps_in_episode) & ~terminated
         info = {
@@ -94,17 +106,25 @@ class HackMatrixEnv:
             "invalid_action": game_info["invalid_action"],
             "truncated": truncated,
         }
-        return (_env_observation(game, obs), EnvState(game=game, time=time),
-                jnp.asarray(reward, jnp.float32), terminated | truncated, info)
+        return (EnvState(game=game, time=time), jnp.asarray(reward, jnp.float32),
+                terminated | truncated, info)
+
+    def step_env(self, key, state: EnvState, action, params: EnvParams):
+        """One game step without auto-reset: (obs, state, reward, done, info)."""
+        state, reward, done, info = self._game_step(key, state, action, params)
+        return _env_observation(state.game), state, reward, done, info
 
     def reset(self, key, params: EnvParams | None = None):
         return self.reset_env(key, self.default_params if params is None else params)
 
     def step(self, key, state: EnvState, action, params: EnvParams | None = None):
-        """`step_env`, then a fresh episode in place of a finished one (gymnax auto-reset)."""
+        """`step_env`, then a fresh episode in place of a finished one (gymnax auto-reset).
+
+        The observation is computed once, from the state actually returned.
+        """
         params = self.default_params if params is None else params
         step_key, reset_key = jax.random.split(key)
-        obs, next_state, reward, done, info = self.step_env(step_key, state, action, params)
-        reset_obs, reset_state = self.reset_env(reset_key, params)
-        obs = jax.tree_util.tree_map(lambda a, b: jnp.where(done, a, b), reset_obs, obs)
-        return obs, _select_state(done, reset_state, next_state), reward, done, info
+        stepped, reward, done, info = self._game_step(step_key, state, action, params)
+        fresh = EnvState(game=_new_game(reset_key), time=jnp.asarray(0, jnp.int32))
+        next_state = _select_state(done, fresh, stepped)
+        return _env_observation(next_state.game), next_state, reward, done, info

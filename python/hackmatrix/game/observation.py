@@ -16,25 +16,6 @@ from hackmatrix.game import state as S
 
 FLAT_SIZE = C.PLAYER_FEATURES + C.NUM_PROGRAMS + C.NUM_CELLS * C.GRID_CHANNELS  # 1545
 
-# Grid channel indices (§15.3).
-CH_ENEMY_TYPE = 0          # 0-3: virus, daemon, glitch, cryptog
-CH_ENEMY_HP = 4
-CH_ENEMY_STUNNED = 5
-CH_ENEMY_FROM_SIPHON = 6
-CH_DATA_BLOCK = 7
-CH_PROGRAM_BLOCK = 8
-CH_QUESTION_BLOCK = 9
-CH_BLOCK_POINTS = 10
-CH_BLOCK_SIPHONED = 11
-CH_BLOCK_PROGRAM = 12      # 12-34: program k on a visible program block
-CH_SPAWN_COUNT = 35
-CH_TRANSMISSION = 36
-CH_CREDITS = 37
-CH_ENERGY = 38
-CH_DATA_SIPHON = 39
-CH_EXIT = 40
-CH_SIPHON_CENTER = 41
-
 
 @struct.dataclass
 class Observation:
@@ -84,7 +65,12 @@ def _transmission_channel(state: S.GameState) -> jax.Array:
 
 
 def observe(state: S.GameState) -> Observation:
-    """The §15 observation of an unbatched state (vmap it for batches)."""
+    """The §15 observation of an unbatched state (vmap it for batches).
+
+    Grid channels in order: 0-6 enemy, 7-9 block kinds, 10 points, 11 siphoned block,
+    12-34 program on block, 35 spawn count, 36 transmission, 37-38 resources, 39 data-siphon
+    pickup, 40 exit, 41 siphon centre.
+    """
     core = state.core
     cells = core.cells
     f32 = jnp.float32

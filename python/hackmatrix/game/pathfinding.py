@@ -116,6 +116,14 @@ def _first_direction(hits):
     return jnp.where(up, 0, jnp.where(down, 1, jnp.where(left, 2, jnp.where(right, 3, 4))))
 
 
+def _pick(index, options):
+    """options[index] for a traced index, as a chain of selects (fuses; jnp.select does not)."""
+    result = options[-1]
+    for k in range(len(options) - 2, -1, -1):
+        result = jnp.where(index == k, options[k], result)
+    return result
+
+
 def enemy_move(e_row, e_col, is_glitch, p_row, p_col, block_board: bb.Board,
                occupied: bb.Board, rule2: Rule2Steps):
     """Cell an enemy at (e_row, e_col) moves to by §8.1 rules 1-3 (its own cell if it stays).
@@ -150,14 +158,13 @@ def enemy_move(e_row, e_col, is_glitch, p_row, p_col, block_board: bb.Board,
         rule3_dir = jnp.where(better, direction, rule3_dir)
         best = jnp.where(better, distance, best)
 
-    rule2_ok = (rule2_dir < 4) & jnp.select([rule2_dir == d for d in range(4)], rule2_free, False)
+    rule2_ok = _pick(rule2_dir, rule2_free + [jnp.asarray(False)])
     direction = jnp.where(at_player, rule3_dir,
                           jnp.where(rule1_dir < 4, rule1_dir,
                                     jnp.where(rule2_ok, rule2_dir, rule3_dir)))
     rows = [r for r, _ in neighbors] + [e_row]
     cols = [c for _, c in neighbors] + [e_col]
-    return (jnp.select([direction == d for d in range(5)], rows),
-            jnp.select([direction == d for d in range(5)], cols))
+    return _pick(direction, rows), _pick(direction, cols)
 
 
 def path_distance(state, start_row, start_col):

@@ -3,11 +3,11 @@
 Under `vmap` every program's effect is computed on every env, so the effects are organised by
 the state field they change rather than by program, and they share their expensive parts:
 
-- one enemy update: PUSH/PULL move (`_pushed_positions`, one routine with a sign flip), POLY
-  changes types, DEBUG/ROW/COL/HACK/ANTI-V/D_BOM/POLY set hit points through one selected damage
-  vector, then a single stable compaction removes the dead and the CRASH/WARP victims;
-- one "remove every piece on these cells" (`_cleared_on_cells`) for CRASH (ring of 8) and WARP
-  (landing cell), with the per-cell kill rule of §7.4/§7.5;
+- enemies: PUSH/PULL targets come from one routine with a sign flip (`_pushed_targets`);
+  DEBUG/ROW/COL/HACK/ANTI-V/D_BOM select one hit mask and one damage amount, POLY sets hp the
+  same way; then one stable compaction (`state.compact`) removes the dead and the CRASH/WARP victims;
+- "first piece on a cell" serves both the PUSH/PULL claims and the CRASH/WARP kill rule, with
+  one scatter (`_first_with_id`) instead of a [K, K] comparison;
 - every other field is one `jnp.where` on the program index, and a field no program touches is
   passed through unchanged so XLA has nothing to select.
 
@@ -16,6 +16,7 @@ UNDO never selects over the history buffer: `history.pop` moves the pointers and
 """
 
 from __future__ import annotations
+
 
 import jax
 import jax.numpy as jnp
@@ -32,6 +33,12 @@ _REMOVES_DEAD[[C.POLY, C.DEBUG, C.ROW, C.COL, C.D_BOM, C.ANTI_V, C.HACK]] = True
 
 # Bits of the per-cell code that enemies and transmissions look up with one gather.
 _BLOCK_BIT, _SIPHONED_BIT, _CLEARED_BIT = 1, 2, 4
+# ceil(2**32 / 3) and ceil(2**33 / 3): thresholds of floor(3x / 2**32) for a uint32 x.
+_ONE_THIRD_OF_2_32 = np.uint32(0x55555556)
+_TWO_THIRDS_OF_2_32 = np.uint32(0xAAAAAAAB)
+# POLY draws one type shift per enemy slot, six base-3 digits per random word.
+_POLY_DIGITS_PER_WORD = 6
+_POLY_WORDS = -(-C.MAX_ENEMIES // _POLY_DIGITS_PER_WORD)
 # Sentinel score for an impossible PUSH/PULL candidate: below any signed Manhattan distance.
 _NO_CANDIDATE = -100
 
@@ -57,22 +64,6 @@ def _first_with_id(ids, valid):
     cell = jnp.where(valid, ids, C.NUM_CELLS)  # out of range: dropped by the scatter
     first = jnp.full((C.NUM_CELLS,), ids.shape[0], jnp.int32).at[cell].min(slots, mode="drop")
     return valid & (first[jnp.clip(ids, 0, C.NUM_CELLS - 1)] == slots)
-
-
-def _compact(items, keep):
-    """Stable removal: the result of `state.compact(items, keep)` in O(K).
-
-    Each survivor's new slot is the number of survivors before it; one scatter turns that into
-    the source slot of every new slot, then each field is one gather.
-    """
-    keep = keep & items.active
-    slots = jnp.arange(keep.shape[0], dtype=jnp.int32)
-    survivors_so_far = jax.lax.associative_scan(jnp.add, keep.astype(jnp.int32))
-    target = jnp.where(keep, survivors_so_far - 1, keep.shape[0])
-    source = jnp.zeros_like(slots).at[target].set(slots, mode="drop")
-    filled = slots < survivors_so_far[-1]
-    return jax.tree_util.tree_map(
-        lambda field: jnp.where(filled, field[source], jnp.zeros((), field.dtype)), items)
 
 
 def _pushed_targets(enemies, player_row, player_col, is_pull):
@@ -105,15 +96,30 @@ def _pushed_targets(enemies, player_row, player_col, is_pull):
     return enemies.active & (best_score > _NO_CANDIDATE), best_row, best_col
 
 
-def _warp_target(random_bits, enemies, transmissions):
+def _base3_digits(words, digits_per_word):
+    """Uniform digits 0..2 from uniform uint32 words, several per word.
+
+    digit = floor(3x / 2**32), then x <- 3x mod 2**32, a bijection of uint32 (3 is odd), so x
+    stays uniform; each digit deviates from uniform by less than 3**digits_per_word / 2**32.
+    Cheaper than one random word per digit: the random draw dominates otherwise.
+    """
+    digits = []
+    for _ in range(digits_per_word):
+        digits.append((words >= _ONE_THIRD_OF_2_32).astype(jnp.int32)
+                      + (words >= _TWO_THIRDS_OF_2_32).astype(jnp.int32))
+        words = words * jnp.uint32(3)
+    return jnp.stack(digits, axis=-1).reshape(-1)
+
+
+def _warp_target(random_word, enemies, transmissions):
     """Uniform pick over the enemies-then-transmissions list (§7.5).
 
-    Returns (has_target, target_is_enemy, row, col). `random_bits % count` is uniform up to a
+    Returns (has_target, target_is_enemy, row, col). `random_word % count` is uniform up to a
     bias below count / 2**32.
     """
     enemy_count = jnp.sum(enemies.active, dtype=jnp.int32)
     total = enemy_count + jnp.sum(transmissions.active, dtype=jnp.int32)
-    pick = (random_bits % jnp.maximum(total, 1).astype(jnp.uint32)).astype(jnp.int32)
+    pick = (random_word % jnp.maximum(total, 1).astype(jnp.uint32)).astype(jnp.int32)
     target_is_enemy = pick < enemy_count
     enemy_slot = jnp.clip(pick, 0, C.MAX_ENEMIES - 1)
     transmission_slot = jnp.clip(pick - enemy_count, 0, C.MAX_TRANSMISSIONS - 1)
@@ -145,12 +151,12 @@ def apply(key, state: S.GameState, program_index) -> tuple[S.GameState, O.Action
     core = state.core
     enemies, transmissions, cells = core.enemies, core.transmissions, core.cells
     player_row, player_col = core.player_row, core.player_col
-    # One draw serves POLY (a type shift per enemy) and WARP (the last word).
-    random_bits = jax.random.bits(key, (C.MAX_ENEMIES + 1,), jnp.uint32)
+    # One draw serves POLY (type shifts) and WARP (the last word).
+    random_words = jax.random.bits(key, (_POLY_WORDS + 1,), jnp.uint32)
 
     # --- Cells whose pieces CRASH (ring of 8, §7.4) and WARP (landing cell, §7.5) remove.
     warp_has_target, warp_hits_enemy, warp_row, warp_col = _warp_target(
-        random_bits[-1], enemies, transmissions)
+        random_words[-1], enemies, transmissions)
     does_warp = is_program(C.WARP) & warp_has_target
     rows = jnp.arange(C.BOARD_SIZE)[:, None]
     cols = jnp.arange(C.BOARD_SIZE)[None, :]
@@ -181,7 +187,7 @@ def apply(key, state: S.GameState, program_index) -> tuple[S.GameState, O.Action
 
     # --- POLY (§7.6): a new type, damage taken kept (hp moves by the change of maximum hp).
     max_hp = jnp.asarray(C.ENEMY_MAX_HP)
-    shift = 1 + (random_bits[:-1] % (C.NUM_ENEMY_TYPES - 1)).astype(jnp.int32)
+    shift = 1 + _base3_digits(random_words[:-1], _POLY_DIGITS_PER_WORD)[:C.MAX_ENEMIES]
     poly_kind = (enemies.kind + shift) % C.NUM_ENEMY_TYPES
     polymorphs = is_program(C.POLY) & enemies.active
     enemy_kind = jnp.where(polymorphs, poly_kind, enemies.kind)
@@ -214,13 +220,11 @@ def apply(key, state: S.GameState, program_index) -> tuple[S.GameState, O.Action
     transmission_kills = jnp.sum(
         transmission_cleared & _first_with_id(transmission_cell, transmissions.active)
         & ~transmissions.from_scheduled, dtype=jnp.int32)
-    new_enemies = _compact(
+    delays = is_program(C.DELAY) & transmissions.active  # DELAY (§7.17)
+    new_enemies = S.compact(
         enemies.replace(row=enemy_row, col=enemy_col, kind=enemy_kind, hp=enemy_hp,
-                        stunned=enemy_stunned),
-        ~(dead | enemy_cleared))
-    # DELAY (§7.17).
-    delays = is_program(C.DELAY) & transmissions.active
-    new_transmissions = _compact(
+                        stunned=enemy_stunned), ~(dead | enemy_cleared))
+    new_transmissions = S.compact(
         transmissions.replace(turns_remaining=transmissions.turns_remaining + 3 * delays),
         ~transmission_cleared)
 

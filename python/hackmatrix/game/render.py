@@ -37,7 +37,8 @@ LEGEND = (
     "Legend: @ player   V/D/G/C<hp> virus/daemon/glitch/cryptog (~ stunned, z disabled,\n"
     "        c = cryptog hidden from the player)   t<n> transmission hatching in n turns\n"
     "        D<p> data block with p points   P:<prog> program block   ? question block\n"
-    "        * siphoned   EXIT   DS data-siphon pickup   $<n> credits   e<n> energy   o siphon centre"
+    "        * siphoned   EXIT   DS data-siphon pickup   $<n> credits   e<n> energy\n"
+    "        o siphon centre"
 )
 
 

@@ -62,6 +62,11 @@ def _normalise_program_name(name: str) -> str:
 _PROGRAM_BY_NAME = {_normalise_program_name(n): k for k, n in enumerate(C.PROGRAM_NAMES)}
 
 
+def program_from_name(name: str) -> int | None:
+    """Program index (0-22) for a program name, case-insensitive ("siph+", "anti_v"), else None."""
+    return _PROGRAM_BY_NAME.get(_normalise_program_name(name))
+
+
 # --------------------------------------------------------------------------------------------
 # Validation helpers. Each takes the field path used in error messages.
 
@@ -72,7 +77,7 @@ def _fail(path: str, message: str):
 
 def _mapping(value, path: str, allowed: set[str]) -> dict:
     if not isinstance(value, dict):
-        _fail(path, f"expected an object, got {type(value).__name__}")
+        _fail(path or "scenario", f"expected an object, got {type(value).__name__}")
     for name in value:
         if name not in allowed:
             _fail(f"{path}.{name}" if path else str(name), "unknown field")
@@ -134,7 +139,7 @@ def _enemy_type(value, path: str) -> int:
 def _program(value, path: str) -> int:
     """An action index 5-27 or a program name (case-insensitive); returns the program index."""
     if isinstance(value, str):
-        index = _PROGRAM_BY_NAME.get(_normalise_program_name(value))
+        index = program_from_name(value)
         if index is None:
             _fail(path, f"unknown program {value!r}")
         return index

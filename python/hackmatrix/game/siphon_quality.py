@@ -1,9 +1,10 @@
 """Siphon quality, reward component 13 (rules §14.4), on the state before the siphon.
 
-The yield of every board position is computed at once from shifted [6, 6] boards: each cross
-cell contributes a data value (multiset V), a program bit (set G as a 23-bit mask), credits and
-energy. Multisets are compared as sorted 5-tuples (a cross has at most 5 cells), sorted by a
-fixed sorting network, so any integer point value compares exactly.
+The yields of all 36 positions come from shifted [6, 6] boards. Comparing the data multisets
+V(x) = V(Y) needs no sorting: when Y holds blocks, every candidate x is adjacent to every block of
+B, so x's cross contains B and V(x) is V(Y) plus the data of x's other cross cells; the multisets
+are equal exactly when x's cross holds as many data-carrying cells as Y's. When Y holds no blocks,
+V(x) must be empty, which is again "as many (zero) data cells". Program sets G are 23-bit masks.
 """
 
 from __future__ import annotations
@@ -13,38 +14,21 @@ import numpy as np
 
 from hackmatrix.game import constants as C
 
-# "No data value" in a cross slot; larger than any points value, so it sorts last.
-_NO_VALUE = np.int32(2**30)
 _ROWS = np.arange(C.BOARD_SIZE, dtype=np.int32)[:, None]
 _COLS = np.arange(C.BOARD_SIZE, dtype=np.int32)[None, :]
-# A 9-comparator sorting network for 5 elements.
-_SORT5 = ((0, 1), (3, 4), (2, 4), (2, 3), (0, 3), (0, 2), (1, 4), (1, 3), (1, 2))
 
 
-def neighbour(board, delta_row, delta_col, fill):
-    """Board whose value at x is `board` at x + (delta_row, delta_col), or `fill` off the board."""
-    size = C.BOARD_SIZE
-    if delta_row:
-        pad = jnp.full((1, size), fill, board.dtype)
-        board = (jnp.concatenate([board[1:], pad]) if delta_row > 0
-                 else jnp.concatenate([pad, board[:-1]]))
-    if delta_col:
-        pad = jnp.full((size, 1), fill, board.dtype)
-        board = (jnp.concatenate([board[:, 1:], pad], axis=1) if delta_col > 0
-                 else jnp.concatenate([pad, board[:, :-1]], axis=1))
-    return board
+def cross_sums(planes):
+    """For stacked boards [P, 6, 6]: the sum over each position's cross (off-board adds 0)."""
+    padded = jnp.pad(planes, ((0, 0), (1, 1), (1, 1)))
+    return (padded[:, 1:7, 1:7] + padded[:, 2:8, 1:7] + padded[:, 0:6, 1:7]
+            + padded[:, 1:7, 0:6] + padded[:, 1:7, 2:8])
 
 
-def _cross_values(board, fill):
-    """The 5 values of each position's cross (centre, up, down, left, right)."""
-    return [board] + [neighbour(board, int(dr), int(dc), fill) for dr, dc in C.DIRECTION_DELTAS]
-
-
-def _sorted5(values):
-    values = list(values)
-    for i, j in _SORT5:
-        values[i], values[j] = jnp.minimum(values[i], values[j]), jnp.maximum(values[i], values[j])
-    return values
+def _cross_or(board):
+    padded = jnp.pad(board, 1)
+    return (padded[1:7, 1:7] | padded[2:8, 1:7] | padded[0:6, 1:7]
+            | padded[1:7, 0:6] | padded[1:7, 2:8])
 
 
 def siphon_quality(state) -> jnp.ndarray:
@@ -60,49 +44,42 @@ def siphon_quality(state) -> jnp.ndarray:
     owned_bits = jnp.sum(core.owned.astype(jnp.int32) << jnp.arange(C.NUM_PROGRAMS))
     program = jnp.maximum(cells.program, 0)
     not_owned = ((owned_bits >> program) & 1) == 0
+    open_cell = unsiphoned & ~block
+    player_cross = (jnp.abs(_ROWS - core.player_row) + jnp.abs(_COLS - core.player_col)) <= 1
 
-    data_value = jnp.where(unsiphoned & has_data, cells.points, _NO_VALUE)
-    program_bit = jnp.where(unsiphoned & has_program & not_owned, 1 << program, 0)
-    credits = jnp.where(unsiphoned & ~block, cells.credits, 0)
-    energy = jnp.where(unsiphoned & ~block, cells.energy, 0)
+    # Per-position yields (data-cell count, credits, energy) and, as a fourth plane, how many
+    # unsiphoned blocks of the player's cross each position's cross holds.
+    per_cell = jnp.stack([
+        unsiphoned & has_data,
+        jnp.where(open_cell, cells.credits, 0),
+        jnp.where(open_cell, cells.energy, 0),
+        player_cross & block & unsiphoned,
+    ]).astype(jnp.int32)
+    data_count, yield_credits, yield_energy, cross_blocks_reached = cross_sums(per_cell)
+    program_bits = _cross_or(jnp.where(unsiphoned & has_program & not_owned, 1 << program, 0))
 
-    # Yield of every position; a position holding a block yields nothing.
-    values = [jnp.where(block, _NO_VALUE, v)
-              for v in _sorted5(_cross_values(data_value, _NO_VALUE))]
-    program_bits = 0
-    for bits in _cross_values(program_bit, 0):
-        program_bits = program_bits | bits
-    program_bits = jnp.where(block, 0, program_bits)
-    yield_credits = jnp.where(block, 0, sum(_cross_values(credits, 0)))
-    yield_energy = jnp.where(block, 0, sum(_cross_values(energy, 0)))
-
+    # The player's yield: one stacked reduction (empty when the player stands on a block).
     at_player = (_ROWS == core.player_row) & (_COLS == core.player_col)
-
-    def at_player_value(board):
-        return jnp.sum(jnp.where(at_player, board, 0))
-
-    player_values = [at_player_value(v) for v in values]
-    player_bits = at_player_value(program_bits)
-    player_credits = at_player_value(yield_credits)
-    player_energy = at_player_value(yield_energy)
+    player_open = ~jnp.any(at_player & block)
+    yields = jnp.stack([data_count, program_bits, yield_credits, yield_energy])
+    player_yield = jnp.where(player_open, jnp.sum(jnp.where(at_player, yields, 0), axis=(1, 2)), 0)
+    player_data, player_bits, player_credits, player_energy = player_yield
 
     # Candidates: with blocks in the yield, only non-block cells adjacent to every unsiphoned
-    # block of the player's cross; otherwise every non-block cell.
-    yields_blocks = (player_values[0] != _NO_VALUE) | (player_bits != 0)
-    player_cross = (jnp.abs(_ROWS - core.player_row) + jnp.abs(_COLS - core.player_col)) <= 1
-    cross_blocks = (player_cross & block & unsiphoned).astype(jnp.int32)
-    adjacent_blocks = sum(neighbour(cross_blocks, int(dr), int(dc), 0)
-                          for dr, dc in C.DIRECTION_DELTAS)
-    candidate = ~block & (~yields_blocks | (adjacent_blocks == jnp.sum(cross_blocks)))
+    # block of the player's cross (a non-block x reaches such a block only as a neighbour);
+    # otherwise every non-block cell.
+    yields_blocks = (player_data > 0) | (player_bits != 0)
+    cross_block_count = jnp.sum(per_cell[3])
+    candidate = ~block & (~yields_blocks | (cross_blocks_reached == cross_block_count))
 
-    same_blocks = program_bits == player_bits
-    for value, player_value in zip(values, player_values):
-        same_blocks = same_blocks & (value == player_value)
-    dominates = (candidate & same_blocks
+    dominates = (candidate & (data_count == player_data) & (program_bits == player_bits)
                  & (yield_credits >= player_credits) & (yield_energy >= player_energy)
                  & ((yield_credits > player_credits) | (yield_energy > player_energy)))
-    missed_credits = jnp.max(jnp.where(dominates, yield_credits, player_credits)) - player_credits
-    missed_energy = jnp.max(jnp.where(dominates, yield_energy, player_energy)) - player_energy
-    penalty = -0.5 * (0.05 * missed_credits.astype(jnp.float32)
-                      + 0.05 * missed_energy.astype(jnp.float32))
-    return jnp.where(jnp.any(dominates), penalty, 0.0).astype(jnp.float32)
+    # Both maxima (taken independently) and "any dominates" in one reduction.
+    best = jnp.max(jnp.stack([jnp.where(dominates, yield_credits, player_credits),
+                              jnp.where(dominates, yield_energy, player_energy),
+                              dominates.astype(jnp.int32)]), axis=(1, 2))
+    missed_credits = (best[0] - player_credits).astype(jnp.float32)
+    missed_energy = (best[1] - player_energy).astype(jnp.float32)
+    penalty = -0.5 * (0.05 * missed_credits + 0.05 * missed_energy)
+    return jnp.where(best[2] > 0, penalty, 0.0).astype(jnp.float32)

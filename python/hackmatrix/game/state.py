@@ -11,8 +11,11 @@ Layout conventions, relied on by every module:
 
 from __future__ import annotations
 
+import dataclasses
+
 import jax
 import jax.numpy as jnp
+import numpy as np
 from flax import struct
 
 from hackmatrix.game import constants as C
@@ -85,7 +88,7 @@ class GameState:
     pending_siphon_transmissions: jax.Array
     scheduled_interval: jax.Array
     next_scheduled_turn: jax.Array
-    history: Core        # every leaf has a leading HISTORY_CAPACITY axis; stored compactly
+    history: object      # history.Snapshot: HISTORY_CAPACITY packed snapshots of `core`
     history_top: jax.Array   # slot of the newest snapshot
     history_size: jax.Array  # number of valid snapshots, 0..HISTORY_CAPACITY
 
@@ -140,23 +143,65 @@ def empty_state() -> GameState:
                      history=history.empty_history(), history_top=_i32(-1), history_size=_i32())
 
 
+def _survivors_up_to(keep):
+    """int32[K]: number of True entries of `keep` at slots <= i (an inclusive prefix count).
+
+    The mask is packed into 32-bit words and each count is a popcount of a constant prefix mask:
+    elementwise work, where a cumulative sum or a triangular product costs O(K^2) under vmap.
+    """
+    capacity = keep.shape[0]
+    count = jnp.zeros((capacity,), jnp.int32)
+    for first in range(0, capacity, 32):
+        size = min(32, capacity - first)
+        bit = np.array([1 << b for b in range(size)], np.uint32)
+        word = jnp.sum(jnp.where(keep[first:first + size], bit, np.uint32(0)), dtype=jnp.uint32)
+        prefix = np.array([(1 << min(max(slot + 1 - first, 0), 32)) - 1
+                           for slot in range(capacity)], np.uint64).astype(np.uint32)
+        count = count + jax.lax.population_count(word & prefix).astype(jnp.int32)
+    return count
+
+
+# Bit widths of the small non-negative list fields that `compact` moves packed in one int32.
+_NARROW_BITS = {
+    Enemies: {"active": 1, "kind": 2, "row": 3, "col": 3, "stunned": 1, "from_siphon": 1,
+              "from_scheduled": 1},
+    Transmissions: {"active": 1, "row": 3, "col": 3, "enemy_type": 2, "from_siphon": 1,
+                    "from_scheduled": 1},
+}
+
+
 def compact(items, keep):
     """Stable removal for a prefix-ordered list (Enemies or Transmissions).
 
     Slots where `keep` is False (or that were inactive) are dropped; survivors move to the front
-    in their original order. Fixed shape, no sorting: a cumulative sum gives each survivor its
-    new slot, and a one-hot matrix moves it there.
+    in their original order and freed slots are zeroed. A survivor's new slot is the number of
+    survivors before it; one scatter turns that into the source slot of every new slot, and the
+    fields move by gathers (the narrow ones bit-packed into a single word), all O(K).
     """
     keep = keep & items.active
     capacity = keep.shape[0]
-    target = jnp.cumsum(keep) - 1
-    move = (target[:, None] == jnp.arange(capacity)[None, :]) & keep[:, None]  # [old, new]
+    slots = jnp.arange(capacity, dtype=jnp.int32)
+    survivors_so_far = _survivors_up_to(keep)
+    target = jnp.where(keep, survivors_so_far - 1, capacity)
+    source = jnp.zeros_like(slots).at[target].set(slots, mode="drop")
+    filled = slots < survivors_so_far[-1]
 
-    def gather(field):
-        moved = jnp.einsum("on,o->n", move.astype(jnp.int32), field.astype(jnp.int32))
-        return moved.astype(field.dtype)
+    def move(field):
+        return jnp.where(filled, field[source], jnp.zeros((), field.dtype))
 
-    return jax.tree_util.tree_map(gather, items)
+    narrow_bits = _NARROW_BITS[type(items)]
+    word, shift = jnp.zeros_like(slots), 0
+    for name, bits in narrow_bits.items():
+        word = word | (getattr(items, name).astype(jnp.int32) << shift)
+        shift += bits
+    word, shift = move(word), 0
+    moved = {}
+    for name, bits in narrow_bits.items():
+        moved[name] = ((word >> shift) & ((1 << bits) - 1)).astype(getattr(items, name).dtype)
+        shift += bits
+    wide = {field.name: move(getattr(items, field.name)) for field in dataclasses.fields(items)
+            if field.name not in narrow_bits}
+    return items.replace(**moved, **wide)
 
 
 def append(items, do_append, **fields):

@@ -1,4 +1,4 @@
-"""reset / step: one game step in the exact order of rules §5, invalid actions (§4.4), done (§13.2)."""
+"""reset / step: one game step in the order of rules §5, invalid actions (§4.4), done (§13.2)."""
 
 from __future__ import annotations
 
@@ -20,14 +20,6 @@ def reset(key):
     return state, observation.observe(state)
 
 
-def _keep_unless(valid, new: S.GameState, old: S.GameState) -> S.GameState:
-    """`new` if the action was valid, else `old` (§4.4). The UNDO buffer is taken from `new`
-    without a select: a failed action runs no enemy turn and UNDO never rewrites the buffer."""
-    selected = jax.tree_util.tree_map(lambda a, b: jnp.where(valid, a, b),
-                                      new.replace(history=None), old.replace(history=None))
-    return selected.replace(history=new.history)
-
-
 def step(key, state: S.GameState, action):
     """One step (§5); returns (state, observation, reward, done, info)."""
     action = jnp.asarray(action, jnp.int32)
@@ -41,20 +33,20 @@ def step(key, state: S.GameState, action):
     enemy_turn_follows = valid & outcome.enemy_turn_follows & ~stage_completed
     after = enemy_turn.run(enemy_key, staged, enemy_turn_follows)               # §5.4
 
-    # §5.5 reward and done; an invalid action scores exactly 0 and leaves the state as it was.
+    # §5.5 reward and done. An invalid action scores exactly 0 and leaves the state as it was:
+    # `resolve` returns it unchanged, and neither stage completion nor the enemy turn runs.
     values = jnp.where(valid, reward.components(start, after, outcome, action, stage_completed,
                                                 won), 0.0)
     won = valid & won
     death = valid & (after.core.hp == 0)
     done = ~valid | death | won
-    final = _keep_unless(valid, after, state)
     info = {
         "reward_components": {name: values[i] for i, name in enumerate(C.REWARD_COMPONENTS)},
         "invalid_action": ~valid,
-        "stage": final.stage,
-        "score": final.core.score,
+        "stage": after.stage,
+        "score": after.core.score,
         "stage_complete": stage_completed,
         "death": death,
         "won": won,
     }
-    return final, observation.observe(final), reward.total(values), done, info
+    return after, observation.observe(after), reward.total(values), done, info

@@ -29,8 +29,10 @@ def direction_mask(state) -> jnp.ndarray:
     target_col = core.player_col + C.DIRECTION_DELTAS[:, 1]
     on_board = ((target_row >= 0) & (target_row < C.BOARD_SIZE)
                 & (target_col >= 0) & (target_col < C.BOARD_SIZE))
-    target_cell = (_ROWS[None] == target_row[:, None, None]) & (_COLS[None] == target_col[:, None, None])
-    blocked = jnp.any(target_cell & _is_block(core.cells.content)[None], axis=(1, 2))
+    target_content = core.cells.content.reshape(-1)[
+        jnp.clip(target_row, 0, C.BOARD_SIZE - 1) * C.BOARD_SIZE
+        + jnp.clip(target_col, 0, C.BOARD_SIZE - 1)]
+    blocked = _is_block(target_content)
     enemy_there = jnp.any(
         enemies.active[None]
         & (enemies.row[None] - core.player_row == _DELTA_ROW)
@@ -54,9 +56,8 @@ def program_applicable(state) -> jnp.ndarray:
     crash_target = (jnp.any(block & in_ring(_ROWS, _COLS))
                     | jnp.any(enemies.active & in_ring(enemies.row, enemies.col))
                     | jnp.any(transmissions.active & in_ring(transmissions.row, transmissions.col)))
-    enemy_cell = ((_ROWS[None] == enemies.row[:, None, None])
-                  & (_COLS[None] == enemies.col[:, None, None]))
-    enemy_on_block = jnp.any(enemies.active[:, None, None] & enemy_cell & block[None])
+    block_under_enemy = block.reshape(-1)[enemies.row * C.BOARD_SIZE + enemies.col]
+    enemy_on_block = jnp.any(enemies.active & block_under_enemy)
     any_of_type = [jnp.any(enemies.active & (enemies.kind == kind)) for kind in range(4)]
     unsiphoned_spawning_block = jnp.any(block & ~cells.siphoned & (cells.spawn_count > 0))
 

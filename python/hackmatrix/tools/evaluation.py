@@ -6,7 +6,7 @@ also gets the full game state, which the scripted baselines need.
 
 Episodes end on death, victory or an invalid action (§13.2). A policy that neither wins nor dies
 could run for ever, so every episode is capped at `max_steps` steps; one that reaches the cap
-counts as truncated and keeps the stage and score it had. The loop stops as soon as every
+counts as truncated and keeps the stage and score it had. The loop stops soon after every
 episode has ended.
 """
 
@@ -55,62 +55,100 @@ def features_and_mask(game_state):
             valid.valid_actions(game_state))
 
 
+class _Batch(NamedTuple):
+    """Everything the episode loop carries between steps (leading axis: episodes)."""
+    key: jax.Array
+    act_keys: jax.Array
+    states: Any                   # batched GameState
+    features: jax.Array
+    action_masks: jax.Array
+    running: jax.Array
+    episode_return: jax.Array
+    length: jax.Array
+    stage: jax.Array
+    score: jax.Array
+    won: jax.Array
+    death: jax.Array
+    invalid_action: jax.Array
+    action_counts: jax.Array
+
+
 def run_episodes(policy: Policy, key: jax.Array, num_episodes: int,
                  max_steps: int = DEFAULT_MAX_STEPS) -> EpisodeResults:
-    """Plays `num_episodes` fresh games in parallel until each ends or reaches `max_steps`."""
-    results = _run_episodes_jit(policy.act, num_episodes, max_steps, policy.params, key)
-    return EpisodeResults(*jax.device_get(results))
+    """Plays `num_episodes` fresh games in parallel until each ends or reaches `max_steps`.
+
+    The game step of the whole batch is one jitted function shared by every policy, and the
+    policy's batched action is another; a Python loop alternates them. Compiling the game step
+    dominates start-up, so evaluating several policies compiles it once, not once per policy.
+    """
+    batch = _start(key, num_episodes)
+    act = _batched_act(policy.act)
+    for t in range(max_steps):
+        actions = act(policy.params, batch.act_keys, batch.states, batch.features,
+                      batch.action_masks)
+        batch = _advance(batch, actions)
+        # Checking for the end forces a device sync, so look only every few steps.
+        if t % _END_CHECK_INTERVAL == _END_CHECK_INTERVAL - 1 and not bool(batch.running.any()):
+            break
+    return EpisodeResults(*jax.device_get((
+        batch.episode_return, batch.length, batch.stage, batch.score, batch.won, batch.death,
+        batch.invalid_action, batch.running, batch.action_counts)))
 
 
-@functools.partial(jax.jit, static_argnums=(0, 1, 2))
-def _run_episodes_jit(act, num_episodes, max_steps, params, key):
-    reset_key, loop_key = jax.random.split(key)
-    states, _ = jax.vmap(game_step.reset)(jax.random.split(reset_key, num_episodes))
-    batched_act = jax.vmap(act, in_axes=(None, 0, 0, 0, 0))
-    batched_step = jax.vmap(game_step.step)
-    batched_observe = jax.vmap(features_and_mask)
+_END_CHECK_INTERVAL = 16
 
+
+@functools.lru_cache(maxsize=None)
+def _batched_act(act: ActFunction):
+    return jax.jit(jax.vmap(act, in_axes=(None, 0, 0, 0, 0)))
+
+
+def _split(key, count):
+    return jax.random.split(key, count)
+
+
+@functools.partial(jax.jit, static_argnums=1)
+def _start(key, num_episodes) -> _Batch:
+    reset_key, act_key, loop_key = jax.random.split(key, 3)
+    states, _ = jax.vmap(game_step.reset)(_split(reset_key, num_episodes))
+    features, masks = jax.vmap(features_and_mask)(states)
     zeros_i32 = jnp.zeros((num_episodes,), jnp.int32)
     false = jnp.zeros((num_episodes,), jnp.bool_)
-    initial = dict(
-        key=loop_key, t=jnp.int32(0), states=states, running=~false,
+    return _Batch(
+        key=loop_key, act_keys=_split(act_key, num_episodes), states=states, features=features,
+        action_masks=masks, running=~false,
         episode_return=jnp.zeros((num_episodes,), jnp.float32), length=zeros_i32,
         stage=states.stage, score=states.core.score, won=false, death=false,
         invalid_action=false, action_counts=jnp.zeros((num_episodes, C.NUM_ACTIONS), jnp.int32))
 
-    def keep_going(carry):
-        return (carry["t"] < max_steps) & jnp.any(carry["running"])
 
-    def one_step(carry):
-        key, act_key, step_key = jax.random.split(carry["key"], 3)
-        features, masks = batched_observe(carry["states"])
-        actions = batched_act(params, jax.random.split(act_key, num_episodes), carry["states"],
-                              features, masks)
-        states, _, rewards, done, info = batched_step(
-            jax.random.split(step_key, num_episodes), carry["states"], actions)
-        running = carry["running"]
+@jax.jit
+def _advance(batch: _Batch, actions) -> _Batch:
+    """One step of every game; finished episodes keep their final numbers while their games
+    keep stepping unseen (fixed shapes under vmap)."""
+    num_episodes = actions.shape[0]
+    key, step_key, act_key = jax.random.split(batch.key, 3)
+    states, _, rewards, done, info = jax.vmap(game_step.step)(
+        _split(step_key, num_episodes), batch.states, actions)
+    features, masks = jax.vmap(features_and_mask)(states)
+    running = batch.running
 
-        def update(old, new):
-            # Finished episodes keep their final numbers; their games keep stepping unseen.
-            return jnp.where(running, new, old)
+    def update(old, new):
+        return jnp.where(running, new, old)
 
-        return dict(
-            key=key, t=carry["t"] + 1, states=states, running=running & ~done,
-            episode_return=update(carry["episode_return"], carry["episode_return"] + rewards),
-            length=update(carry["length"], carry["length"] + 1),
-            stage=update(carry["stage"], info["stage"]),
-            score=update(carry["score"], info["score"]),
-            won=update(carry["won"], info["won"]),
-            death=update(carry["death"], info["death"]),
-            invalid_action=update(carry["invalid_action"], info["invalid_action"]),
-            action_counts=carry["action_counts"] + jnp.where(
-                running[:, None], jax.nn.one_hot(actions, C.NUM_ACTIONS, dtype=jnp.int32), 0),
-        )
-
-    final = jax.lax.while_loop(keep_going, one_step, initial)
-    return (final["episode_return"], final["length"], final["stage"], final["score"],
-            final["won"], final["death"], final["invalid_action"], final["running"],
-            final["action_counts"])
+    return _Batch(
+        key=key, act_keys=_split(act_key, num_episodes), states=states, features=features,
+        action_masks=masks, running=running & ~done,
+        episode_return=update(batch.episode_return, batch.episode_return + rewards),
+        length=update(batch.length, batch.length + 1),
+        stage=update(batch.stage, info["stage"]),
+        score=update(batch.score, info["score"]),
+        won=update(batch.won, info["won"]),
+        death=update(batch.death, info["death"]),
+        invalid_action=update(batch.invalid_action, info["invalid_action"]),
+        action_counts=batch.action_counts + jnp.where(
+            running[:, None], jax.nn.one_hot(actions, C.NUM_ACTIONS, dtype=jnp.int32), 0),
+    )
 
 
 def summarise(results: EpisodeResults) -> dict:

@@ -8,6 +8,7 @@ stage reached, score, whether it won, how it ended and the programs used.
 
 from __future__ import annotations
 
+import functools
 import sys
 import time
 from typing import Callable, NamedTuple, TextIO
@@ -47,27 +48,24 @@ class EpisodeSummary(NamedTuple):
     programs_used: dict[str, int]
 
 
-class _Decider:
-    """The jitted pieces of one viewer step: observe, decide (with the display numbers), step."""
+# Module-level jitted functions: every viewer in a process shares their compilations.
+_reset = jax.jit(game_step.reset)
+_step = jax.jit(game_step.step)
 
-    def __init__(self, loaded: policy.LoadedPolicy, deterministic: bool):
-        network = loaded.network
 
-        @jax.jit
-        def decide(params, key, game_state):
-            features, mask = evaluation.features_and_mask(game_state)
-            logits, value = network.apply(params, features)
-            action = policy.select_action(key, logits, mask, deterministic)
-            probabilities = jax.nn.softmax(policy.masked_logits(logits, mask))
-            return action, probabilities, value, mask
+@functools.lru_cache(maxsize=None)
+def _decide_function(network, deterministic: bool):
+    """A jitted `(params, key, game_state) -> (action, masked probabilities, value, mask)`."""
 
-        self._params = loaded.params
-        self._decide = decide
-        self.reset = jax.jit(game_step.reset)
-        self.step = jax.jit(game_step.step)
+    @jax.jit
+    def decide(params, key, game_state):
+        features, mask = evaluation.features_and_mask(game_state)
+        logits, value = network.apply(params, features)
+        action = policy.select_action(key, logits, mask, deterministic)
+        probabilities = jax.nn.softmax(policy.masked_logits(logits, mask))
+        return action, probabilities, value, mask
 
-    def decide(self, key, game_state):
-        return jax.device_get(self._decide(self._params, key, game_state))
+    return decide
 
 
 def _end_reason(info, truncated: bool) -> str:
@@ -80,13 +78,17 @@ def _end_reason(info, truncated: bool) -> str:
     return "max steps" if truncated else "running"
 
 
-def watch(loaded: policy.LoadedPolicy, options: ViewerOptions, out: TextIO = sys.stdout,
-          read_line: Callable[[], str] = sys.stdin.readline) -> list[EpisodeSummary]:
+def watch(loaded: policy.LoadedPolicy, options: ViewerOptions, out: TextIO | None = None,
+          read_line: Callable[[], str] | None = None) -> list[EpisodeSummary]:
     """Plays `options.episodes` episodes, printing each step; returns the episode summaries.
 
-    In step mode `read_line` is called before each step: "q" quits, end of input stops waiting.
+    Output goes to `out` (default: the current sys.stdout). In step mode `read_line` (default:
+    a line of the current sys.stdin) is called before each step: "q" quits, end of input stops
+    waiting.
     """
-    decider = _Decider(loaded, options.deterministic)
+    out = out or sys.stdout
+    read_line = read_line or sys.stdin.readline
+    decide = _decide_function(loaded.network, options.deterministic)
     frames = []
     summaries = []
     key = jax.random.key(options.seed)
@@ -101,7 +103,7 @@ def watch(loaded: policy.LoadedPolicy, options: ViewerOptions, out: TextIO = sys
     for episode in range(1, options.episodes + 1):
         key, reset_key = jax.random.split(key)
         if options.scenario is None:
-            game_state, _ = decider.reset(reset_key)
+            game_state, _ = _reset(reset_key)
         else:
             game_state = options.scenario
         if options.gif_path:
@@ -119,11 +121,12 @@ def watch(loaded: policy.LoadedPolicy, options: ViewerOptions, out: TextIO = sys
                 elif answer.strip().lower() == "q":
                     return _finish(summaries, frames, options, out)
             key, act_key, step_key = jax.random.split(key, 3)
-            action, probabilities, value, mask = decider.decide(act_key, game_state)
+            action, probabilities, value, mask = jax.device_get(
+                decide(loaded.params, act_key, game_state))
             action = int(action)
             if not mask[action] and mask.any():
                 raise RuntimeError(f"policy chose the invalid action {report.action_name(action)}")
-            game_state_after, _, reward, done, info = decider.step(step_key, game_state, action)
+            game_state_after, _, reward, done, info = _step(step_key, game_state, action)
             info = jax.device_get(info)
             components = {name: float(v) for name, v in info["reward_components"].items()}
             steps += 1

@@ -76,7 +76,7 @@ def _fsync_directory(directory: Path) -> None:
 # ----------------------------------------------------------------------------- params <-> npz
 
 def flatten_params(params: dict, prefix: str = "") -> dict[str, np.ndarray]:
-    """{'params': {'actor_hidden_0': {'kernel': a}}} -> {'params/actor_hidden_0/kernel': a}."""
+    """{'params': {'torso_0': {'kernel': a}}} -> {'params/torso_0/kernel': a}."""
     flat = {}
     for name, value in params.items():
         key = f"{prefix}/{name}" if prefix else str(name)
@@ -107,7 +107,7 @@ def infer_network_config(params: dict) -> dict:
     """Recovers the architecture from parameter shapes (an .npz holds params only)."""
     layers = params.get("params", params)
     try:
-        hidden_names = sorted((k for k in layers if k.startswith("actor_hidden_")),
+        hidden_names = sorted((k for k in layers if k.startswith("torso_")),
                               key=lambda k: int(k.rsplit("_", 1)[1]))
         first_kernel = np.shape(layers[hidden_names[0]]["kernel"])
         logits_kernel = np.shape(layers["actor_logits"]["kernel"])

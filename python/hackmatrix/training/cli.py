@@ -317,7 +317,7 @@ def _train(args) -> int:
     import jax
     import jax.numpy as jnp
 
-    from hackmatrix.training.ppo import make_trainer, observation_sizes
+    from hackmatrix.training.ppo import make_schedule, make_trainer, observation_sizes
 
     backend = jax.default_backend()
     saved = None
@@ -369,7 +369,8 @@ def _train(args) -> int:
     runner = jax.jit(trainer.init)(jax.random.PRNGKey(config.seed))
     if saved is not None:
         runner = _restore_runner(runner, saved, config, args.keep_optimizer, say)
-    run_chunk = trainer.run_chunk.lower(runner, jnp.int32(0)).compile()
+    schedule = make_schedule(config)
+    run_chunk = trainer.run_chunk.lower(runner, jnp.int32(0), schedule).compile()
     compile_seconds = time.perf_counter() - compile_start
     say(f"[compile] {compile_seconds:.1f}s (updates_per_chunk={config.updates_per_chunk})")
 
@@ -430,7 +431,7 @@ def _train(args) -> int:
                 num_active = min(boundaries) - update
 
                 chunk_start = time.perf_counter()
-                new_runner, chunk_metrics = run_chunk(runner, jnp.int32(num_active))
+                new_runner, chunk_metrics = run_chunk(runner, jnp.int32(num_active), schedule)
                 chunk_metrics = jax.device_get(chunk_metrics)
                 elapsed = time.perf_counter() - chunk_start
                 if not M.losses_are_finite(chunk_metrics, num_active):

@@ -2,9 +2,11 @@
 
 `make_trainer(config, env, env_params)` returns pure functions:
   init(key) -> RunnerState
-  run_chunk(runner, num_active) -> (runner, metrics): `config.updates_per_chunk` PPO updates in one
-      jitted `lax.scan`; only the first `num_active` run (the rest pass the state through), so a
-      leftover count never recompiles. Metrics are stacked per update, shape [updates_per_chunk].
+  run_chunk(runner, num_active, schedule) -> (runner, metrics): `config.updates_per_chunk` PPO
+      updates in one jitted `lax.scan`; only the first `num_active` run (the rest pass the state
+      through), so a leftover count never recompiles. `schedule` (lr, total_timesteps) is traced,
+      so changing either on resume reuses the compiled program. Metrics are stacked per update,
+      shape [updates_per_chunk].
 Update k depends only on the carried RunnerState (RNG included), so how updates are grouped into
 chunks, and whether a run was interrupted and resumed in between, never changes the result.
 
@@ -84,11 +86,20 @@ def make_optimizer(config: TrainConfig) -> optax.GradientTransformation:
                        optax.scale_by_adam(eps=1e-5))
 
 
-def learning_rate(config: TrainConfig, schedule_timesteps: jax.Array) -> jax.Array:
+class Schedule(NamedTuple):
+    """Traced learning-rate schedule inputs (float32 scalars)."""
+    lr: jax.Array
+    total_timesteps: jax.Array
+
+
+def make_schedule(config: TrainConfig) -> Schedule:
+    return Schedule(jnp.float32(config.lr), jnp.float32(config.total_timesteps))
+
+
+def learning_rate(config: TrainConfig, schedule: Schedule, schedule_timesteps: jax.Array) -> jax.Array:
     if not config.anneal_lr:
-        return jnp.float32(config.lr)
-    remaining = jnp.clip(1.0 - schedule_timesteps / jnp.float32(config.total_timesteps), 0.0, 1.0)
-    return jnp.float32(config.lr) * remaining
+        return schedule.lr
+    return schedule.lr * jnp.clip(1.0 - schedule_timesteps / schedule.total_timesteps, 0.0, 1.0)
 
 
 def compute_gae(values: jax.Array, rewards: jax.Array, dones: jax.Array, last_value: jax.Array,
@@ -119,7 +130,7 @@ class Trainer(NamedTuple):
     init: Callable[[jax.Array], RunnerState]
     init_envs: Callable[[jax.Array], EnvBatch]
     init_train_state: Callable[[jax.Array], TrainState]
-    run_chunk: Callable[[RunnerState, jax.Array], tuple[RunnerState, dict]]
+    run_chunk: Callable[[RunnerState, jax.Array, Schedule], tuple[RunnerState, dict]]
 
 
 def make_trainer(config: TrainConfig, env, env_params) -> Trainer:
@@ -222,14 +233,14 @@ def make_trainer(config: TrainConfig, env, env_params) -> Trainer:
                                                jax.tree.map(to_minibatches, batch))
         return (train, lr, batch), diagnostics
 
-    def ppo_update(runner: RunnerState):
+    def ppo_update(runner: RunnerState, schedule: Schedule):
         train = runner.train
         envs, rng, transitions, stats = rollout(train.params, runner.envs, runner.rng)
         _, last_value = network.apply(train.params, envs.obs.features)
         advantages, targets = compute_gae(transitions.value, transitions.reward, transitions.done,
                                           last_value, config.gamma, config.gae_lambda)
 
-        lr = learning_rate(config, train.schedule_timesteps)
+        lr = learning_rate(config, schedule, train.schedule_timesteps)
         rng, epochs_key = jax.random.split(rng)
         (train, _, _), diagnostics = jax.lax.scan(
             update_epoch, (train, lr, (transitions, advantages, targets)),
@@ -241,12 +252,12 @@ def make_trainer(config: TrainConfig, env, env_params) -> Trainer:
         metrics["learning_rate"] = lr
         return RunnerState(train, envs, rng), metrics
 
-    def run_chunk(runner: RunnerState, num_active: jax.Array):
+    def run_chunk(runner: RunnerState, num_active: jax.Array, schedule: Schedule):
         def maybe_update(runner, index):
-            def skip(runner):
-                _, metrics = jax.eval_shape(ppo_update, runner)
+            def skip(runner, schedule):
+                _, metrics = jax.eval_shape(ppo_update, runner, schedule)
                 return runner, jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), metrics)
-            return jax.lax.cond(index < num_active, ppo_update, skip, runner)
+            return jax.lax.cond(index < num_active, ppo_update, skip, runner, schedule)
 
         return jax.lax.scan(maybe_update, runner, jnp.arange(config.updates_per_chunk))
 

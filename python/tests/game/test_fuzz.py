@@ -11,7 +11,6 @@ import pytest
 
 from hackmatrix.game import constants as C
 from hackmatrix.game import history, step, valid_actions, worldgen
-from hackmatrix.game import state as S
 
 NUM_ENVS = 64
 NUM_STEPS = 96
@@ -112,7 +111,8 @@ def _fuzz_step(state, key):
         "not done leaves a valid action": done | jnp.any(valid_actions.valid_actions(new_state)),
         "nothing NaN": finite,
         "components sum to the reward": jnp.abs(jnp.sum(components) - reward) < 1e-3,
-        "generated blocks keep spawn counts": ~fresh_stage | _generated_blocks_consistent(new_state),
+        "generated blocks keep spawn counts": (~fresh_stage
+                                               | _generated_blocks_consistent(new_state)),
         **_invariants(new_state),
     }
     reset_state = random_scenario(reset_key)

@@ -57,7 +57,8 @@ def test_moving_into_a_block_fails_even_when_siphoned(siphoned):
 
 
 def test_attack_at_range_damages_and_stuns_without_moving():
-    d = {"player": {"row": 0, "col": 0}, "enemies": [{"type": "daemon", "row": 0, "col": 5, "hp": 3}]}
+    d = {"player": {"row": 0, "col": 0},
+         "enemies": [{"type": "daemon", "row": 0, "col": 5, "hp": 3}]}
     attacked, outcome = resolve(d, RIGHT)
     assert player_at(attacked) == (0, 0)
     [daemon] = enemy_list(attacked)
@@ -77,7 +78,8 @@ def test_attack_damage_uses_attack_damage_and_removes_the_dead_in_list_order():
 
 
 def test_enemy_with_setup_hp_zero_is_removed_when_hit():
-    d = {"player": {"row": 0, "col": 0}, "enemies": [{"type": "virus", "row": 1, "col": 0, "hp": 0}]}
+    d = {"player": {"row": 0, "col": 0},
+         "enemies": [{"type": "virus", "row": 1, "col": 0, "hp": 0}]}
     attacked, outcome = resolve(d, UP)
     assert enemy_list(attacked) == [] and int(outcome.kills) == 1
 
@@ -165,7 +167,8 @@ def test_scheduled_transmission_pays_no_kill():
 
 def test_data_siphons_exit_and_resources_do_not_stop_the_line():
     d = {"player": {"row": 5, "col": 0},
-         "resources": [{"row": 5, "col": 1, "dataSiphon": True}, {"row": 5, "col": 2, "credits": 3}],
+         "resources": [{"row": 5, "col": 1, "dataSiphon": True},
+                       {"row": 5, "col": 2, "credits": 3}],
          "enemies": [{"type": "glitch", "row": 5, "col": 5, "hp": 2}]}
     attacked, _ = resolve(d, RIGHT)
     assert player_at(attacked) == (5, 0) and enemy_list(attacked)[0]["hp"] == 1
@@ -207,7 +210,8 @@ def test_a_player_placed_on_the_exit_does_not_complete_the_stage_by_leaving():
 
 def test_quick_check_attack_stuns_the_virus_for_this_enemy_turn():
     """A.5: virus hp 2 above the player; attack → hp 1, no action, unstunned afterwards."""
-    d = {"player": {"row": 3, "col": 3}, "enemies": [{"type": "virus", "row": 4, "col": 3, "hp": 2}]}
+    d = {"player": {"row": 3, "col": 3},
+         "enemies": [{"type": "virus", "row": 4, "col": 3, "hp": 2}]}
     state, obs, reward, done, info = run(d, UP)
     assert player_at(state) == (3, 3) and int(state.core.hp) == 3
     [virus] = enemy_list(state)

@@ -74,7 +74,8 @@ def test_reset_at_one_hp_is_not_wasteful():
 
 
 def test_killing_an_adjacent_enemy():
-    d = {"player": {"row": 3, "col": 3}, "enemies": [{"type": "virus", "row": 4, "col": 3, "hp": 1}]}
+    d = {"player": {"row": 3, "col": 3},
+         "enemies": [{"type": "virus", "row": 4, "col": 3, "hp": 1}]}
     _, _, r, _, info = run(d, UP)
     assert_reward(r, info, 0.29, kills=0.3)
 
@@ -91,7 +92,8 @@ def test_winning_on_stage_eight():
 
 
 def test_quick_check_attack_on_a_two_hp_virus():
-    d = {"player": {"row": 3, "col": 3}, "enemies": [{"type": "virus", "row": 4, "col": 3, "hp": 2}]}
+    d = {"player": {"row": 3, "col": 3},
+         "enemies": [{"type": "virus", "row": 4, "col": 3, "hp": 2}]}
     _, _, r, done, info = run(d, UP)
     assert_reward(r, info, -0.01)
     assert not done
@@ -176,7 +178,8 @@ def test_data_siphon_pays_for_walking_onto_a_pickup_only():
 
 
 def test_resource_gain_is_signed_and_exch_is_neutral():
-    d = {"player": {"row": 3, "col": 3, "credits": 10, "energy": 10}, "ownedPrograms": ["CRASH", "EXCH"],
+    d = {"player": {"row": 3, "col": 3, "credits": 10, "energy": 10},
+         "ownedPrograms": ["CRASH", "EXCH"],
          "blocks": [{"row": 4, "col": 4, "type": "data", "points": 1}]}
     _, _, r, _, info = run(d, action_of("CRASH"))
     assert components(info)["resourceGain"] == pytest.approx(-0.25, abs=1e-6)

@@ -6,7 +6,7 @@ import numpy as np
 
 from hackmatrix.game.env import HackMatrixEnv
 from hackmatrix.training.config import TrainConfig
-from hackmatrix.training.ppo import compute_gae, make_trainer
+from hackmatrix.training.ppo import compute_gae, make_schedule, make_trainer
 
 
 def test_gae_matches_hand_computation():
@@ -29,13 +29,18 @@ def test_each_transition_pairs_the_action_with_the_observation_it_was_chosen_fro
     # With lr 0 the params never change, so recomputed log-probs equal the stored ones bit for
     # bit only if every stored observation is the one its action was sampled from. A trainer
     # that stores the observation after the step gets approx_kl ~0.04 and clip_fraction ~0.18.
-    config = TrainConfig(total_timesteps=8 * 16 * 3, num_envs=8, num_steps=16, num_minibatches=4,
-                         update_epochs=2, lr=0.0, hidden_dim=32, num_layers=2, log_interval=3)
+    # The shape of test_cli's runs, so the compiled program is shared through the cache.
+    config = TrainConfig(total_timesteps=8 * 16 * 4, num_envs=8, num_steps=16, num_minibatches=4,
+                         update_epochs=4, lr=0.0, hidden_dim=32, num_layers=2, log_interval=2)
     env = HackMatrixEnv()
     trainer = make_trainer(config, env, env.default_params)
     runner = jax.jit(trainer.init)(jax.random.PRNGKey(3))
     params_before = runner.train.params
-    runner, metrics = trainer.run_chunk(runner, jnp.int32(3))
+    metrics = []
+    for _ in range(2):
+        runner, chunk_metrics = trainer.run_chunk(runner, jnp.int32(2), make_schedule(config))
+        metrics.append(chunk_metrics)
+    metrics = jax.tree.map(lambda *m: np.concatenate(m), *metrics)
     assert np.all(np.asarray(metrics["approx_kl"]) == 0.0)
     assert np.all(np.asarray(metrics["clip_fraction"]) == 0.0)
     assert np.all(np.asarray(metrics["entropy"]) > 0.0)

@@ -1,0 +1,133 @@
+"""`benchmark.py train`: compile time and steady-state PPO training SPS at several num_envs.
+
+For each num_envs it also measures a network-only bound: the same PPO update (same code, same
+shapes) fed with stored observations by a replay env whose step is a table lookup, so the
+difference to the real run is the cost of stepping the game.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import statistics
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from hackmatrix.training import distribution
+from hackmatrix.training.config import TrainConfig, auto_scale_for_batch_size
+
+REPLAY_LENGTH = 256
+
+
+@dataclasses.dataclass(frozen=True)
+class ReplayEnv:
+    """Replays REPLAY_LENGTH recorded observations (with their rewards and dones) in a loop."""
+    features: np.ndarray
+    action_mask: np.ndarray
+    reward: np.ndarray
+    done: np.ndarray
+    reward_components: np.ndarray
+
+    def _observation(self, index):
+        from hackmatrix.game.env import EnvObservation
+        return EnvObservation(jnp.asarray(self.features)[index], jnp.asarray(self.action_mask)[index])
+
+    def reset(self, key, params):
+        index = jax.random.randint(key, (), 0, REPLAY_LENGTH)
+        return self._observation(index), index
+
+    def step(self, key, index, action, params):
+        following = (index + 1) % REPLAY_LENGTH
+        info = {"reward_components": jnp.asarray(self.reward_components)[following],
+                "stage": jnp.int32(1), "score": jnp.int32(0), "won": jnp.bool_(False),
+                "death": jnp.asarray(self.done)[following], "invalid_action": jnp.bool_(False),
+                "truncated": jnp.bool_(False)}
+        return (self._observation(following), following, jnp.asarray(self.reward)[following],
+                jnp.asarray(self.done)[following], info)
+
+
+def record_replay(env, env_params, seed: int = 0) -> ReplayEnv:
+    """Plays REPLAY_LENGTH steps of the real game with uniformly random valid actions."""
+    def play(carry, key):
+        obs, state = carry
+        action_key, step_key = jax.random.split(key)
+        action = distribution.sample(action_key, jnp.zeros(obs.action_mask.shape), obs.action_mask)
+        next_obs, state, reward, done, info = env.step(step_key, state, action, env_params)
+        return (next_obs, state), (next_obs, reward, done, info["reward_components"])
+
+    reset_key, play_key = jax.random.split(jax.random.PRNGKey(seed))
+    first = env.reset(reset_key, env_params)
+    _, (obs, reward, done, components) = jax.jit(lambda c, k: jax.lax.scan(play, c, k))(
+        first, jax.random.split(play_key, REPLAY_LENGTH))
+    return ReplayEnv(np.asarray(obs.features), np.asarray(obs.action_mask), np.asarray(reward),
+                     np.asarray(done), np.asarray(components))
+
+
+def measure(config: TrainConfig, env, env_params, repeats: int) -> dict:
+    """Compile seconds, first-update seconds and median steady-state SPS for one config."""
+    from hackmatrix.training.ppo import make_schedule, make_trainer
+    start = time.perf_counter()
+    trainer = make_trainer(config, env, env_params)
+    runner = jax.jit(trainer.init)(jax.random.PRNGKey(0))
+    schedule = make_schedule(config)
+    run_chunk = trainer.run_chunk.lower(runner, jnp.int32(0), schedule).compile()
+    compile_seconds = time.perf_counter() - start
+    runner, metrics = run_chunk(runner, jnp.int32(1), schedule)
+    jax.block_until_ready(metrics)
+    first_update_seconds = time.perf_counter() - start
+    sps = []
+    for _ in range(repeats):
+        chunk_start = time.perf_counter()
+        runner, metrics = run_chunk(runner, jnp.int32(config.updates_per_chunk), schedule)
+        jax.block_until_ready(metrics)
+        sps.append(config.updates_per_chunk * config.batch_size / (time.perf_counter() - chunk_start))
+    return {"compile_s": compile_seconds, "first_update_s": first_update_seconds,
+            "sps": statistics.median(sps), "sps_all": sps}
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="benchmark.py train", description=__doc__)
+    parser.add_argument("--num-envs", default="64,256,1024",
+                        help="comma-separated env counts (default 64,256,1024)")
+    parser.add_argument("--num-steps", type=int, default=128)
+    parser.add_argument("--hidden-dim", type=int, default=256)
+    parser.add_argument("--num-layers", type=int, default=2)
+    parser.add_argument("--num-minibatches", type=int, help="default: auto-scaled from 4")
+    parser.add_argument("--update-epochs", type=int, help="default: auto-scaled from 4")
+    parser.add_argument("--updates", type=int, default=2, help="updates per timed chunk (default 2)")
+    parser.add_argument("--repeats", type=int, default=3, help="timed chunks; the median is shown")
+    parser.add_argument("--use-cache", action="store_true",
+                        help="allow the persistent compilation cache (default off: cold compiles)")
+    parser.add_argument("--skip-network-only", action="store_true")
+    args = parser.parse_args(argv)
+    if not args.use_cache:
+        jax.config.update("jax_enable_compilation_cache", False)
+
+    from hackmatrix.game.env import HackMatrixEnv
+    env = HackMatrixEnv()
+    env_params = env.default_params
+    replay = None if args.skip_network_only else record_replay(env, env_params)
+    print(f"backend={jax.default_backend()} devices={len(jax.devices())} "
+          f"hidden={args.hidden_dim}x{args.num_layers} num_steps={args.num_steps}")
+    print(f"{'num_envs':>8} {'batch':>8} {'mb':>3} {'ep':>3} {'compile_s':>9} {'first_upd_s':>11} "
+          f"{'train_sps':>10} {'net_only_sps':>12} {'rollout_overhead':>16}")
+    explicit = {name: getattr(args, name) for name in ("num_minibatches", "update_epochs")
+                if getattr(args, name) is not None}
+    for num_envs in (int(n) for n in args.num_envs.split(",")):
+        base = TrainConfig(num_envs=num_envs, num_steps=args.num_steps, hidden_dim=args.hidden_dim,
+                           num_layers=args.num_layers, log_interval=args.updates,
+                           total_timesteps=10**9, **explicit)
+        config, _ = auto_scale_for_batch_size(base, frozenset(explicit))
+        full = measure(config, env, env_params, args.repeats)
+        line = (f"{num_envs:>8} {config.batch_size:>8} {config.num_minibatches:>3} "
+                f"{config.update_epochs:>3} {full['compile_s']:>9.1f} {full['first_update_s']:>11.1f} "
+                f"{full['sps']:>10.0f}")
+        if replay is not None:
+            bound = measure(config, replay, env_params, args.repeats)
+            overhead = bound["sps"] / full["sps"] - 1.0
+            line += f" {bound['sps']:>12.0f} {overhead:>15.1%}"
+        print(line, flush=True)
+    return 0

@@ -1,0 +1,247 @@
+"""The enemy turn (§8, §10): order, movement, attacks, hatching, scheduled and siphon spawns."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from hackmatrix.game import constants as C
+from hackmatrix.game import enemy_turn
+from hackmatrix.game import history
+from hackmatrix.game import scenario
+
+_run = jax.jit(enemy_turn.run)
+_run_seeds = jax.jit(jax.vmap(enemy_turn.run, in_axes=(0, None, None)))
+
+
+def run(state, seed=0, follows=True):
+    return _run(jax.random.PRNGKey(seed), state, jnp.asarray(follows))
+
+
+def setup(**fields):
+    fields.setdefault("player", {"row": 0, "col": 0})
+    return scenario.from_dict(fields)
+
+
+def enemy(kind, row, col, hp=None, **extra):
+    return {"type": kind, "row": row, "col": col,
+            "hp": int(C.ENEMY_MAX_HP[C.ENEMY_TYPE_NAMES.index(kind)]) if hp is None else hp,
+            **extra}
+
+
+def enemies(state):
+    return [(e["type"], e["row"], e["col"]) for e in scenario.inspect(state)["enemies"]]
+
+
+def transmissions(state):
+    t = state.core.transmissions
+    n = int(np.sum(t.active))
+    return [dict(row=int(t.row[i]), col=int(t.col[i]), turns=int(t.turns_remaining[i]),
+                 siphon=bool(t.from_siphon[i]), scheduled=bool(t.from_scheduled[i]))
+            for i in range(n)]
+
+
+# ------------------------------------------------------------------------------------------
+# Movement and attacks.
+
+def test_daemon_moves_one_cell():
+    out = run(setup(enemies=[enemy("daemon", 3, 0)]))
+    assert enemies(out) == [("daemon", 2, 0)]
+    assert int(out.core.turn) == 1
+
+
+def test_virus_moves_twice():
+    out = run(setup(enemies=[enemy("virus", 4, 0)]))
+    assert enemies(out) == [("virus", 2, 0)]
+
+
+@pytest.mark.parametrize("kind", ["daemon", "glitch", "cryptog"])
+def test_other_types_move_once(kind):
+    assert enemies(run(setup(enemies=[enemy(kind, 4, 0)]))) == [(kind, 3, 0)]
+
+
+def test_virus_moves_then_attacks():
+    out = run(setup(player={"row": 3, "col": 3}, enemies=[enemy("virus", 5, 3)]))
+    assert enemies(out) == [("virus", 4, 3)]
+    assert int(out.core.hp) == 2
+
+
+def test_adjacent_virus_attacks_once_and_stays():
+    out = run(setup(player={"row": 3, "col": 3}, enemies=[enemy("virus", 4, 3)]))
+    assert enemies(out) == [("virus", 4, 3)]
+    assert int(out.core.hp) == 2
+
+
+def test_every_adjacent_enemy_hits_once_and_hp_floors_at_zero():
+    ring = [enemy("daemon", 4, 3), enemy("glitch", 2, 3), enemy("cryptog", 3, 2),
+            enemy("virus", 3, 4)]
+    out = run(setup(player={"row": 3, "col": 3, "hp": 3}, enemies=ring))
+    assert int(out.core.hp) == 0
+    assert enemies(out) == [(e["type"], e["row"], e["col"]) for e in ring]
+
+
+def test_hp_plays_no_part_and_the_turn_goes_on_after_death():
+    # A 0-hp enemy from setup still attacks; the far daemon still moves; the scheduled task
+    # still fires after the player is dead.
+    out = run(setup(player={"row": 3, "col": 3, "hp": 1}, turn=11,
+                    enemies=[enemy("daemon", 4, 3, hp=0), enemy("daemon", 0, 0)]))
+    assert int(out.core.hp) == 0
+    assert enemies(out)[1] == ("daemon", 1, 0)
+    assert len(transmissions(out)) == 1 and transmissions(out)[0]["scheduled"]
+
+
+def test_stunned_enemy_skips_the_turn_and_recovers():
+    out = run(setup(player={"row": 3, "col": 3}, enemies=[enemy("virus", 4, 3, stunned=True)]))
+    assert int(out.core.hp) == 3
+    assert scenario.inspect(out)["enemies"][0]["stunned"] is False
+
+
+def test_processing_order_is_uniformly_random():
+    # Both enemies want (0,1). Whoever goes first takes it; the other goes round.
+    state = setup(enemies=[enemy("daemon", 0, 2), enemy("daemon", 1, 1)])
+    out = _run_seeds(jax.random.split(jax.random.PRNGKey(1), 400), state, jnp.asarray(True))
+    rows, cols = np.asarray(out.core.enemies.row[:, :2]), np.asarray(out.core.enemies.col[:, :2])
+    first_wins = (rows[:, 0] == 0) & (cols[:, 0] == 1) & (rows[:, 1] == 1) & (cols[:, 1] == 0)
+    second_wins = (rows[:, 1] == 0) & (cols[:, 1] == 1) & (rows[:, 0] == 1) & (cols[:, 0] == 2)
+    assert (first_wins | second_wins).all()
+    assert 0.4 < first_wins.mean() < 0.6
+
+
+def test_a_shared_cell_stays_occupied_until_its_last_enemy_leaves():
+    # Two daemons stacked on (2,0) (possible after PUSH/PULL). The first to act steps down to
+    # (1,0); the second must then go round via (2,1). A third daemon on (3,0) goes right to
+    # (3,1) in every order; had (2,0) been freed when the first daemon left, the order
+    # (first, third, second) would send it down onto the remaining stacked daemon.
+    state = setup(enemies=[enemy("daemon", 2, 0), enemy("daemon", 2, 0)])
+    assert sorted(enemies(run(state))) == [("daemon", 1, 0), ("daemon", 2, 1)]
+    three = setup(player={"row": 0, "col": 0},
+                  enemies=[enemy("daemon", 2, 0), enemy("daemon", 2, 0), enemy("daemon", 3, 0)])
+    outcomes = _run_seeds(jax.random.split(jax.random.PRNGKey(2), 64), three, jnp.asarray(True))
+    rows = np.asarray(outcomes.core.enemies.row[:, :3])
+    cols = np.asarray(outcomes.core.enemies.col[:, :3])
+    for r, c in zip(rows, cols):
+        cells = list(zip(r, c))
+        assert sorted(cells[:2]) == [(1, 0), (2, 1)]
+        assert cells[2] == (3, 1)
+
+
+# ------------------------------------------------------------------------------------------
+# Hatching (§8 step 3).
+
+def test_transmissions_count_down_and_hatch_disabled_in_list_order():
+    state = setup(player={"row": 5, "col": 5}, transmissions=[
+        {"row": 0, "col": 0, "turnsRemaining": 3, "enemyType": "virus"},
+        {"row": 0, "col": 3, "turnsRemaining": 1, "enemyType": "glitch",
+         "isFromScheduledTask": True},
+        {"row": 3, "col": 0, "turnsRemaining": 0, "enemyType": "daemon",
+         "spawnedFromSiphon": True}])
+    out = run(state)
+    hatched = scenario.inspect(out)["enemies"]
+    assert [(e["type"], e["row"], e["col"], e["hp"]) for e in hatched] == [
+        ("glitch", 0, 3, 2), ("daemon", 3, 0, 3)]
+    assert [(e["isFromScheduledTask"], e["spawnedFromSiphon"]) for e in hatched] == [
+        (True, False), (False, True)]
+    # Disabled for the turn they hatch in (they did not move), decayed to 0 at its end.
+    assert [e["disabledTurns"] for e in hatched] == [0, 0]
+    assert transmissions(out) == [dict(row=0, col=0, turns=2, siphon=False, scheduled=False)]
+    # They act in the following turn.
+    again = run(out, seed=1)
+    assert enemies(again) == [("glitch", 1, 3), ("daemon", 4, 0)]
+
+
+def test_hatchling_counts_for_two_virus_steps_only_from_the_next_turn():
+    out = run(setup(player={"row": 5, "col": 0},
+                    transmissions=[{"row": 0, "col": 0, "turnsRemaining": 1,
+                                    "enemyType": "virus"}]))
+    assert enemies(out) == [("virus", 0, 0)]
+    assert enemies(run(out)) == [("virus", 2, 0)]
+
+
+# ------------------------------------------------------------------------------------------
+# Scheduled tasks (§10) and pending siphon transmissions (§8 step 6).
+
+def test_first_scheduled_transmission_at_turn_twelve_then_every_twelve():
+    state = setup(player={"row": 0, "col": 0})
+    spawned_at = []
+    for seed in range(25):
+        before = len(transmissions(state)) + len(enemies(state))
+        state = run(state, seed=seed)
+        if len(transmissions(state)) + len(enemies(state)) > before:
+            spawned_at.append(int(state.core.turn))
+    assert spawned_at == [12, 24]
+    assert int(state.next_scheduled_turn) == 36
+
+
+def test_scheduled_task_after_a_siphon_is_due_at_17_then_28():
+    # The siphon at turn 0 made the interval 11 and the due turn 12 + 5 = 17.
+    state = setup(scheduledTaskInterval=11, nextScheduledTaskTurn=17, turn=16)
+    out = run(state)
+    assert int(out.core.turn) == 17 and int(out.next_scheduled_turn) == 28
+    assert transmissions(out)[0]["scheduled"] and transmissions(out)[0]["turns"] == 1
+    quiet = run(setup(scheduledTaskInterval=11, nextScheduledTaskTurn=17, turn=15))
+    assert transmissions(quiet) == [] and int(quiet.next_scheduled_turn) == 17
+
+
+def test_calm_stops_scheduled_tasks_without_touching_the_due_turn():
+    out = run(setup(turn=11, scheduledTasksDisabled=True))
+    assert transmissions(out) == [] and int(out.next_scheduled_turn) == 12
+
+
+def test_pending_siphon_transmissions_are_created_out_of_the_line_of_fire():
+    out = run(setup(player={"row": 3, "col": 3}, pendingSiphonTransmissions=4))
+    created = transmissions(out)
+    assert len(created) == 4 and int(out.pending_siphon_transmissions) == 0
+    for t in created:
+        assert t["siphon"] and not t["scheduled"] and t["turns"] == 1
+        assert t["row"] != 3 and t["col"] != 3
+    assert len({(t["row"], t["col"]) for t in created}) == 4
+
+
+def test_scheduled_transmission_is_placed_before_the_siphon_ones():
+    out = run(setup(turn=11, pendingSiphonTransmissions=2))
+    assert [(t["scheduled"], t["siphon"]) for t in transmissions(out)] == [
+        (True, False), (False, True), (False, True)]
+
+
+def test_new_transmissions_see_the_moved_enemies():
+    # Every cell but the player's, (5,5) and (4,5) holds a transmission; the daemon moves
+    # from (5,5) to (4,5) before the scheduled task, so (5,5) is the only free cell left.
+    cells = [(r, c) for r in range(6) for c in range(6) if (r, c) not in [(0, 0), (5, 5), (4, 5)]]
+    state = setup(turn=11, enemies=[enemy("daemon", 5, 5)], transmissions=[
+        {"row": r, "col": c, "turnsRemaining": 9, "enemyType": "virus"} for r, c in cells])
+    out = run(state)
+    assert enemies(out) == [("daemon", 4, 5)]
+    assert transmissions(out)[-1]["row"] == 5 and transmissions(out)[-1]["col"] == 5
+
+
+# ------------------------------------------------------------------------------------------
+# STEP, snapshot, follows.
+
+def test_step_skips_the_whole_turn_and_takes_no_snapshot():
+    state = setup(player={"row": 3, "col": 3}, turn=11, stepActive=True,
+                  pendingSiphonTransmissions=2,
+                  enemies=[enemy("virus", 4, 3, stunned=True), enemy("daemon", 0, 0)],
+                  transmissions=[{"row": 5, "col": 0, "turnsRemaining": 1,
+                                  "enemyType": "virus"}])
+    out = run(state)
+    assert not bool(out.step_active)
+    out_core, in_core = jax.tree_util.tree_leaves(out.core), jax.tree_util.tree_leaves(state.core)
+    assert all(np.array_equal(a, b) for a, b in zip(out_core, in_core))
+    assert int(out.pending_siphon_transmissions) == 2
+    assert int(out.history_size) == 0
+
+
+def test_a_snapshot_is_pushed_after_every_full_turn():
+    state = setup(enemies=[enemy("daemon", 4, 0)])
+    first = run(state)
+    second = run(first, seed=1)
+    assert int(first.history_size) == 1 and int(second.history_size) == 2
+    top = history.top(second)
+    assert int(top.turn) == 2 and int(top.enemies.row[0]) == 2
+
+
+def test_no_enemy_turn_leaves_the_state_unchanged():
+    state = setup(enemies=[enemy("daemon", 4, 0)], stepActive=True, turn=11)
+    out = run(state, follows=False)
+    for a, b in zip(jax.tree_util.tree_leaves(out), jax.tree_util.tree_leaves(state)):
+        assert np.array_equal(a, b)

@@ -1,0 +1,71 @@
+"""scripts/play.py: a scripted stdin session, game over, and malformed scenario files."""
+
+import json
+import pathlib
+import subprocess
+import sys
+
+PLAY = pathlib.Path(__file__).resolve().parents[2] / "scripts" / "play.py"
+
+
+def run_play(tmp_path, scenario, stdin="", extra=()):
+    path = tmp_path / "scenario.json"
+    path.write_text(scenario if isinstance(scenario, str) else json.dumps(scenario))
+    return subprocess.run([sys.executable, str(PLAY), "--scenario", str(path), *extra],
+                          input=stdin, capture_output=True, text=True, timeout=300)
+
+
+def test_scripted_session(tmp_path):
+    scenario = {"player": {"row": 3, "col": 3, "credits": 5}, "ownedPrograms": ["SIPH+"]}
+    result = run_play(tmp_path, scenario, "bogus\nwarp\nsiph+\nw\nx\n99\nq\n")
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    assert "\x1b[" not in out  # no colour when stdout is not a terminal
+    assert out.count("Valid actions: 0 up, 1 down, 2 left, 3 right, 16 SIPH+") == 1
+    assert "Unknown command 'bogus'" in out
+    assert "Action 8 is not valid now" in out                     # WARP is not owned
+    assert "Reward -0.2600 (step_penalty -0.0100, resourceGain -0.2500)" in out   # SIPH+
+    assert "Valid actions: 0 up, 1 down, 2 left, 3 right, 4 siphon" in out
+    assert "Reward +0.0400 (step_penalty -0.0100, distance +0.0500)" in out       # w = up
+    assert "Reward -0.0100 (step_penalty -0.0100)" in out                         # siphon
+    assert "Unknown command '99'" in out
+    boards = out.split("Valid actions")
+    last_board = boards[-2]
+    assert " 4 |         |         |         |@        |" in last_board  # moved to row 4
+    assert "Siphons 0" in last_board and "Turn 2" in last_board
+
+
+def test_session_ends_when_the_game_ends(tmp_path):
+    result = run_play(tmp_path, {"player": {"row": 3, "col": 3, "hp": 0}}, "d\nq\n")
+    assert result.returncode == 0, result.stderr
+    assert "You died on stage 1." in result.stdout
+    assert result.stdout.count("Valid actions") == 1  # the trailing q is never read
+
+
+def test_end_of_input_quits(tmp_path):
+    result = run_play(tmp_path, {"player": {"row": 0, "col": 0}}, "")
+    assert result.returncode == 0 and "Valid actions: 0 up, 3 right" in result.stdout
+
+
+def test_invalid_field_exits_3_with_one_line(tmp_path):
+    scenario = {"player": {"row": 1, "col": 1},
+                "enemies": [{"type": "dragon", "row": 1, "col": 2, "hp": 1}]}
+    result = run_play(tmp_path, scenario)
+    assert result.returncode == 3
+    assert result.stdout == ""
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1 and "enemies[0].type: unknown enemy type 'dragon'" in lines[0]
+
+
+def test_bad_json_exits_3_with_one_line(tmp_path):
+    result = run_play(tmp_path, '{"player": {"row": 1,')
+    assert result.returncode == 3
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1 and "invalid JSON at line 1" in lines[0]
+
+
+def test_help_documents_exit_codes():
+    result = subprocess.run([sys.executable, str(PLAY), "--help"], capture_output=True,
+                            text=True, timeout=120)
+    assert result.returncode == 0
+    assert "exit codes" in result.stdout and "malformed scenario file" in result.stdout

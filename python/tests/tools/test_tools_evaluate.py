@@ -1,0 +1,107 @@
+"""evaluate.py, the episode runner and the two baselines."""
+
+import json
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from conftest import load_script
+from hackmatrix.game import constants as C
+from hackmatrix.game import scenario
+from hackmatrix.tools import baselines, cli, evaluation
+
+evaluate_main = load_script("evaluate.py")
+
+EPISODES, MAX_STEPS, SEED = 16, 80, 3
+JSON_FIELDS = ("mean_return", "std_return", "mean_stage", "max_stage", "win_rate", "mean_score",
+               "mean_length")
+
+
+@pytest.fixture(scope="module")
+def cli_report(tiny_run, tmp_path_factory):
+    """One evaluate.py run of the tiny checkpoint and both baselines, with --json."""
+    json_path = tmp_path_factory.mktemp("evaluation") / "results.json"
+    exit_code = evaluate_main([str(tiny_run), "--episodes", str(EPISODES), "--max-steps",
+                               str(MAX_STEPS), "--seed", str(SEED), "--json", str(json_path)])
+    assert exit_code == 0
+    return json.loads(json_path.read_text())
+
+
+def test_json_has_one_object_per_policy_with_the_issue_fields(cli_report, tiny_run):
+    assert list(cli_report) == [str(tiny_run), "random", "exit-runner"]
+    for summary in cli_report.values():
+        assert all(field in summary for field in JSON_FIELDS)
+
+
+def test_numbers_are_sane(cli_report):
+    for name, s in cli_report.items():
+        assert s["episodes"] == EPISODES
+        assert 1 <= s["mean_stage"] <= s["max_stage"] <= C.MAX_STAGE, name
+        assert 0.0 <= s["win_rate"] <= 1.0 and s["std_return"] >= 0.0
+        assert 1 <= s["mean_length"] <= MAX_STEPS and s["mean_score"] >= 0
+        assert s["invalid_action_rate"] == 0.0, f"{name} took an invalid action"
+        assert sum(s["action_fractions"].values()) == pytest.approx(1.0)
+        assert set(s["programs_used"]) <= set(C.PROGRAM_NAMES)
+
+
+def test_exit_runner_reaches_higher_stages_than_random(cli_report):
+    assert cli_report["exit-runner"]["mean_stage"] > cli_report["random"]["mean_stage"]
+
+
+@pytest.mark.parametrize("name", ["random", "exit-runner"])
+def test_baselines_are_reproducible_for_a_fixed_seed(cli_report, name):
+    # Same static arguments as the CLI run, so this reuses its compilation.
+    first = evaluation.run_episodes(baselines.baseline(name), jax.random.key(SEED), EPISODES,
+                                    MAX_STEPS)
+    second = evaluation.run_episodes(baselines.baseline(name), jax.random.key(SEED), EPISODES,
+                                     MAX_STEPS)
+    for a, b in zip(first, second):
+        np.testing.assert_array_equal(a, b)
+    summary = evaluation.summarise(first)
+    assert summary["mean_return"] == pytest.approx(cli_report[name]["mean_return"])
+    assert summary["mean_stage"] == cli_report[name]["mean_stage"]
+
+
+def _exit_runner_action(setup: dict, mask=None) -> int:
+    state = scenario.from_dict(setup)
+    if mask is None:
+        _, mask = evaluation.features_and_mask(state)
+    return int(baselines.exit_runner_policy(None, jax.random.key(0), state, None, mask))
+
+
+def test_exit_runner_walks_the_shortest_path_around_blocks():
+    # Exit at (5,5). The block above the player forces the detour to the right.
+    wall = {"player": {"row": 0, "col": 0},
+            "blocks": [{"row": 1, "col": 0, "type": "data", "points": 1}]}
+    assert C.ACTION_NAMES[_exit_runner_action(wall)] == "right"
+    distance = np.asarray(baselines.exit_distance_field(scenario.from_dict(wall)))
+    assert distance[5, 5] == 0 and distance[0, 0] == 10 and distance[0, 1] == 9
+    assert distance[1, 0] >= 10_000  # a block is never on a path
+
+
+def test_exit_runner_attacks_what_stands_on_its_path():
+    setup = {"player": {"row": 4, "col": 5},
+             "enemies": [{"type": "daemon", "row": 5, "col": 5, "hp": 3}]}
+    assert C.ACTION_NAMES[_exit_runner_action(setup)] == "up"  # the line of fire hits the daemon
+
+
+def test_exit_runner_without_a_path_attacks_or_takes_a_valid_action():
+    sealed = {"player": {"row": 0, "col": 0},
+              "blocks": [{"row": 4, "col": 5, "type": "data", "points": 1},
+                         {"row": 5, "col": 4, "type": "data", "points": 1}],
+              "enemies": [{"type": "virus", "row": 0, "col": 1, "hp": 2}]}
+    assert C.ACTION_NAMES[_exit_runner_action(sealed)] == "right"  # the adjacent virus
+    only_siphon = jnp.zeros(C.NUM_ACTIONS, bool).at[C.ACTION_SIPHON].set(True)
+    assert _exit_runner_action(sealed, only_siphon) == C.ACTION_SIPHON
+
+
+def test_cli_errors(tmp_path, capsys):
+    assert evaluate_main([str(tmp_path / "absent.pkl")]) == cli.EXIT_BAD_CHECKPOINT
+    assert evaluate_main(["--latest", "--checkpoint-dir", str(tmp_path)]) == 6
+    assert len(capsys.readouterr().err.strip().splitlines()) == 2
+    for bad_arguments in (["--baselines", "greedy"], ["--baselines", "none"], ["--episodes", "0"]):
+        with pytest.raises(SystemExit) as exit_info:
+            evaluate_main(bad_arguments)
+        assert exit_info.value.code == cli.EXIT_BAD_ARGUMENTS

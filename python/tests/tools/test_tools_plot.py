@@ -1,0 +1,67 @@
+"""plot_metrics.py: a PNG from metrics.jsonl, robust to missing keys, exit 6 on bad paths."""
+
+import json
+
+import pytest
+from PIL import Image
+
+from conftest import load_script
+from hackmatrix.game import constants as C
+from hackmatrix.tools import cli
+
+plot_main = load_script("plot_metrics.py")
+
+
+def _write_metrics(run_dir, records, trailing=""):
+    run_dir.mkdir(parents=True, exist_ok=True)
+    lines = [json.dumps(record) for record in records]
+    (run_dir / "metrics.jsonl").write_text("\n".join(lines) + "\n" + trailing)
+
+
+def _full_record(update):
+    record = {"update": update, "timesteps": update * 1024, "train/sps": 900.0 + update,
+              "train/mean_episode_return": 0.1 * update, "train/mean_episode_length": 40.0,
+              "train/entropy": 2.0 - 0.01 * update, "train/approx_kl": 0.01,
+              "train/clip_fraction": 0.1, "actions/move_frac": 0.7, "actions/siphon_frac": 0.1,
+              "actions/program_frac": 0.2, "stats/mean_final_stage": 1.5, "stats/win_rate": 0.0}
+    record.update({f"reward/{name}": 0.01 * i for i, name in enumerate(C.REWARD_COMPONENTS)})
+    return record
+
+
+def _assert_png(path):
+    assert path.is_file() and path.stat().st_size > 10_000
+    with Image.open(path) as image:
+        assert image.format == "PNG" and image.size[0] > 1000
+
+
+def test_plots_every_panel(tmp_path, capsys):
+    run_dir = tmp_path / "run"
+    # A NaN mean return (no episode ended yet) and a truncated last line must not break it.
+    records = [_full_record(u) for u in range(1, 20)]
+    records[0]["train/mean_episode_return"] = float("nan")
+    _write_metrics(run_dir, records, trailing='{"update": 20, "train/s')
+    output = tmp_path / "out" / "curves.png"
+    assert plot_main([str(run_dir), "-o", str(output)]) == 0
+    assert "19 records" in capsys.readouterr().out
+    _assert_png(output)
+
+
+def test_plots_a_real_run_with_missing_keys(tiny_run, tmp_path):
+    assert plot_main([str(tiny_run)]) == 0
+    _assert_png(tiny_run / "training_curves.png")
+    sparse = tmp_path / "sparse"
+    _write_metrics(sparse, [{"update": 1, "train/entropy": 1.0}, {"update": 2}])
+    assert plot_main([str(sparse)]) == 0
+    _assert_png(sparse / "training_curves.png")
+
+
+@pytest.mark.parametrize("case", ["missing_dir", "no_metrics", "empty_metrics"])
+def test_bad_run_dir_exits_6(case, tmp_path, capsys):
+    run_dir = tmp_path / "run"
+    if case == "no_metrics":
+        run_dir.mkdir()
+    elif case == "empty_metrics":
+        _write_metrics(run_dir, [], trailing="not json\n")
+    assert plot_main([str(run_dir)]) == cli.EXIT_BAD_CHECKPOINT
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
