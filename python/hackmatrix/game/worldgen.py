@@ -26,7 +26,7 @@ from hackmatrix.game import enemy_turn
 from hackmatrix.game import spawning
 from hackmatrix.game import state as S
 
-BLOCK_ATTEMPTS = 32
+BLOCK_ATTEMPTS = 16
 MIN_BLOCKS, MAX_BLOCKS = 5, 11
 QUESTION_CHANCE = 0.10
 STARTING_BONUS_CREDITS, STARTING_BONUS_ENERGY = 10, 11
@@ -118,12 +118,19 @@ def _generate_blocks(key, core: S.Core, exit_row, exit_col):
     points = 1 + bb.uniform_index(cell_words[1], jnp.int32(9))
     program_rank = spawning.random_ranks(program_words)
     program_slot = spawning.exclusive_prefix_count(has_program)
+    # The programs in rank order (only the first MAX_BLOCKS ranks can be used) and their costs.
+    ranked_program = jnp.zeros((MAX_BLOCKS,), jnp.int32)
+    ranked_cost = jnp.zeros((MAX_BLOCKS,), jnp.int32)
+    for p in range(C.NUM_PROGRAMS):
+        at_rank = jnp.arange(MAX_BLOCKS) == program_rank[p]
+        ranked_program = jnp.where(at_rank, p, ranked_program)
+        ranked_cost = jnp.where(at_rank, int(C.PROGRAM_SPAWN_COST[p]), ranked_cost)
     program = jnp.full((C.NUM_CELLS,), C.NO_PROGRAM, jnp.int32)
-    for p in range(C.NUM_PROGRAMS):
-        program = jnp.where(has_program & (program_slot == program_rank[p]), p, program)
     spawn_cost = jnp.zeros((C.NUM_CELLS,), jnp.int32)
-    for p in range(C.NUM_PROGRAMS):
-        spawn_cost = jnp.where(program == p, int(C.PROGRAM_SPAWN_COST[p]), spawn_cost)
+    for j in range(MAX_BLOCKS):
+        mine = has_program & (program_slot == j)
+        program = jnp.where(mine, ranked_program[j], program)
+        spawn_cost = jnp.where(mine, ranked_cost[j], spawn_cost)
 
     content = jnp.where(question, C.QUESTION_BLOCK,
                         jnp.where(has_program, C.PROGRAM_BLOCK, C.DATA_BLOCK))

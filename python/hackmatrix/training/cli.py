@@ -295,8 +295,8 @@ def main(argv=None) -> int:
         print(f"error: checkpoint: {error}", file=sys.stderr)
         return EXIT_CHECKPOINT
     except KeyboardInterrupt:
-        print("error: interrupted twice; not saved (the previous checkpoint is intact)",
-              file=sys.stderr)
+        print("error: interrupted outside a chunk boundary; nothing saved (earlier checkpoints "
+              "are intact)", file=sys.stderr)
         return EXIT_FAILURE
     except Exception as error:
         if args.verbose:

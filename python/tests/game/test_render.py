@@ -111,7 +111,7 @@ def test_colour_on_and_off():
 
 
 def test_package_level_render_and_fresh_game():
-    state, _ = game.reset(jax.random.PRNGKey(0))
+    state, _ = jax.jit(game.reset)(jax.random.PRNGKey(0))
     text = game.render(state)
     assert "@" in text and "EXIT" in text
     assert len({len(line) for line in board_lines(text) if line.startswith("   +")}) == 1
