@@ -121,11 +121,6 @@ def contains(board: Board, row, col):
     return (board.word(cell_parity(row, col)) & cell_mask(row, col)) != 0
 
 
-def word_contains(word, row, col):
-    """bool: (row, col) is set in `word`, a single-colour word of that cell's colour."""
-    return (word & cell_mask(row, col)) != 0
-
-
 def from_bool(grid) -> Board:
     """Pack bool[6,6] (indexed [row, col])."""
     value = jnp.where(grid, jnp.asarray(_CELL_VALUE), _u32(0))

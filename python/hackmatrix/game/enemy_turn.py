@@ -30,7 +30,6 @@ from hackmatrix.game import pathfinding
 from hackmatrix.game import spawning
 from hackmatrix.game import state as S
 
-_MAX_HP = jnp.asarray(C.ENEMY_MAX_HP)
 _MAX_SPEED = int(C.ENEMY_SPEED.max())
 
 
@@ -67,7 +66,8 @@ def _hatch(enemies: S.Enemies, transmissions: S.Transmissions):
     capacity = t.active.shape[0]
 
     # Hatchlings go to the enemy slots after the last enemy, in transmission order.
-    target = jnp.where(hatching, jnp.sum(enemies.active) + spawning.exclusive_prefix_count(hatching), capacity)
+    first_free = jnp.sum(enemies.active)
+    target = jnp.where(hatching, first_free + spawning.exclusive_prefix_count(hatching), capacity)
     born = jnp.zeros((enemies.active.shape[0],), jnp.int32).at[target].set(words, mode="drop")
     new = (born & _T_PRESENT) != 0
     kind = (born >> _T_TYPE) & 3
@@ -174,21 +174,29 @@ def _enemy_actions(key, core: S.Core):
     # Software-pipelined loop: iteration i applies slot i-1's decision, then decides slot i.
     # The decision crosses iterations as a loop-carried value, so XLA materialises it once
     # instead of recomputing the whole move inside every kernel that consumes it.
-    no_decision = jnp.int32(0)
-    for phase, phase_key in enumerate(jax.random.split(key, _MAX_SPEED)):
+    order_words = spawning.random_words(key, _MAX_SPEED * capacity).reshape(_MAX_SPEED, capacity)
+
+    def one_phase(phase, carry):
+        # A loop over the phases (not a Python loop) keeps one copy of the body: half the
+        # compile time.
+        slot_words, enemy_cells, hp = carry
         # A fresh uniformly random processing order: loop slot rank[j] gets slot word j.
-        rank = spawning.random_ranks(spawning.random_words(phase_key, capacity))
+        phase_words = jax.lax.dynamic_index_in_dim(order_words, phase, keepdims=False)
+        rank = spawning.random_ranks(phase_words)
         slot_words = jnp.zeros_like(slot_words).at[rank].set(slot_words)
 
-        def step(i, carry, phase=phase):
+        def step(i, carry):
             slot_words, enemy_cells, hp, decision = carry
             slot_words, enemy_cells, hp = apply(jnp.maximum(i - 1, 0), decision, slot_words,
                                                 enemy_cells, hp)
             return slot_words, enemy_cells, hp, decide(i, phase, slot_words, enemy_cells)
 
-        carry = (slot_words, enemy_cells, hp, no_decision)
+        carry = (slot_words, enemy_cells, hp, jnp.int32(0))
         slot_words, enemy_cells, hp, decision = jax.lax.fori_loop(0, capacity, step, carry)
-        slot_words, enemy_cells, hp = apply(capacity - 1, decision, slot_words, enemy_cells, hp)
+        return apply(capacity - 1, decision, slot_words, enemy_cells, hp)
+
+    slot_words, enemy_cells, hp = jax.lax.fori_loop(0, _MAX_SPEED, one_phase,
+                                                    (slot_words, enemy_cells, hp))
 
     # Undo the processing order: every slot word carries its enemy's list index.
     list_index = (slot_words >> _INDEX_SHIFT) & 0x3F
@@ -221,7 +229,8 @@ def _full_turn(key, state: S.GameState) -> S.GameState:
         from_siphon=~(first & fires), from_scheduled=first & fires)
 
     enemies = state.core.enemies
-    enemies = enemies.replace(disabled_turns=jnp.maximum(enemies.disabled_turns - 1, 0),
+    disabled = enemies.disabled_turns
+    enemies = enemies.replace(disabled_turns=jnp.where(disabled > 0, disabled - 1, disabled),
                               stunned=jnp.zeros_like(enemies.stunned))
     return state.replace(core=state.core.replace(enemies=enemies))
 

@@ -31,8 +31,6 @@ from hackmatrix.game import constants as C
 
 # A shortest path has at most 23 edges, so a distance-d(e) path's first step lies in layer <= 22.
 MAX_PATH_LENGTH = 23
-_DIRECTION_ROWS = jnp.asarray(C.DIRECTION_DELTAS[:, 0])
-_DIRECTION_COLS = jnp.asarray(C.DIRECTION_DELTAS[:, 1])
 _OPPOSITE = (1, 0, 3, 2)
 _FAR = 1 << 20
 
@@ -43,11 +41,6 @@ def blocks(cells) -> bb.Board:
     is_block = ((content == C.DATA_BLOCK) | (content == C.PROGRAM_BLOCK)
                 | (content == C.QUESTION_BLOCK))
     return bb.from_bool(is_block)
-
-
-def neighbor_cells(row, col):
-    """Rows and cols (int32[4]) of the four neighbours in up/down/left/right order."""
-    return row[..., None] + _DIRECTION_ROWS, col[..., None] + _DIRECTION_COLS
 
 
 def _first_layer_touching(p_row, p_col, source_ok, passable: bb.Board, targets: bb.Board):
@@ -131,34 +124,43 @@ def enemy_move(e_row, e_col, is_glitch, p_row, p_col, block_board: bb.Board,
     `occupied` is O: cells of the other enemies and of all transmissions (the mover's own cell
     may be included, see the module docstring). Called only for non-adjacent enemies.
     Written with four scalar directions (no [4] arrays, no reductions), so that the whole move
-    fuses into one elementwise kernel under vmap.
+    fuses into one elementwise kernel under vmap. All four neighbours have the colour opposite
+    to e, so every neighbour test is a shift of one word.
     """
     at_player = (e_row == p_row) & (e_col == p_col)
     walls = bb.where(is_glitch, bb.empty(), block_board)
     neighbors = [(e_row + int(dr), e_col + int(dc)) for dr, dc in C.DIRECTION_DELTAS]
+    on_board = [bb.on_board(r, c) for r, c in neighbors]
+    bits = [jnp.clip(bb.ROW_STRIDE * r + c // 2, 0, 31).astype(jnp.uint32) for r, c in neighbors]
+    neighbor_parity = 1 - bb.cell_parity(e_row, e_col)
+
+    def neighbor_in(word):
+        """Four bools: is neighbour d in `word` (a word of the neighbours' colour)?"""
+        return [ok & (((word >> bit) & 1) != 0) for ok, bit in zip(on_board, bits)]
 
     # Rule 1: shortest path around everything.
     player_reachable = ~bb.contains(walls, p_row, p_col)
     touching = _first_layer_touching(p_row, p_col, player_reachable, ~(walls | occupied),
                                      bb.neighbors(bb.single(e_row, e_col)))
-    rule1_dir = _first_direction([bb.word_contains(touching, r, c) for r, c in neighbors])
+    rule1_dir = _first_direction(neighbor_in(touching))
 
     # Rule 2: shortest path through other pieces; taken only if its first cell is free.
-    plain = [bb.contains(board, e_row, e_col) for board in rule2]
+    e_bit = bb.cell_mask(e_row, e_col)
+    plain = [(board.word(1 - neighbor_parity) & e_bit) != 0 for board in rule2]
     glitch = [p_row > e_row, p_row < e_row, p_col < e_col, p_col > e_col]
     rule2_dir = _first_direction([jnp.where(is_glitch, g, h) for g, h in zip(glitch, plain)])
-    rule2_free = [~bb.contains(occupied, r, c) for r, c in neighbors]
+    # Rule 2's first cell is never a wall, so "free" is "not a wall and not occupied".
+    blocked = neighbor_in((walls | occupied).word(neighbor_parity))
+    rule2_ok = _pick(rule2_dir, [~x for x in blocked] + [jnp.asarray(False)])
 
     # Rule 3: greedy fallback, earliest direction on ties.
     rule3_dir, best = jnp.int32(4), jnp.int32(_FAR)
-    for direction, (r, c) in enumerate(neighbors):
-        allowed = bb.on_board(r, c) & ~bb.contains(walls, r, c) & ~bb.contains(occupied, r, c)
-        distance = jnp.where(allowed, jnp.abs(r - p_row) + jnp.abs(c - p_col), _FAR)
+    for direction, ((r, c), ok, taken) in enumerate(zip(neighbors, on_board, blocked)):
+        distance = jnp.where(ok & ~taken, jnp.abs(r - p_row) + jnp.abs(c - p_col), _FAR)
         better = distance < best
         rule3_dir = jnp.where(better, direction, rule3_dir)
         best = jnp.where(better, distance, best)
 
-    rule2_ok = _pick(rule2_dir, rule2_free + [jnp.asarray(False)])
     direction = jnp.where(at_player, rule3_dir,
                           jnp.where(rule1_dir < 4, rule1_dir,
                                     jnp.where(rule2_ok, rule2_dir, rule3_dir)))

@@ -10,9 +10,10 @@ preferred cells A (free, out of the line of fire) followed by a uniformly random
 fallback cells B (free, in the line of fire) and using its first min(n, |A| + |B|) cells:
 a placed transmission only removes its own cell from A or B, because transmissions change
 neither freedom of other cells nor the line of fire. We implement this exact uniform choice
-(up to a bias below 36 / 2**24 from turning 32 random bits into an index). The rules' rejection-sampling procedure (100 draws per category) is
-only the canonical way to obtain the same distribution; unlike it, we never drop a transmission
-while a free cell exists.
+(up to a bias below 36 / 2**24 from turning 32 random bits into an index) with one pick of a
+uniformly random set bit per placement. The rules' rejection-sampling procedure (100 draws per
+category) is only the canonical way to obtain the same distribution; unlike it, we never drop
+a transmission while a free cell exists.
 
 All placed transmissions get turnsRemaining 1 and a uniformly random enemy type, and are
 appended to the list in placement order (an append past capacity is dropped).

@@ -106,6 +106,7 @@ def watch(loaded: policy.LoadedPolicy, options: ViewerOptions, out: TextIO | Non
             game_state, _ = _reset(reset_key)
         else:
             game_state = options.scenario
+        game_state = evaluation.strongly_typed(game_state)
         if options.gif_path:
             frames.append(gif.render_frame(game_state, gif.status_line(game_state, episode, 0),
                                            "start"))
@@ -126,7 +127,8 @@ def watch(loaded: policy.LoadedPolicy, options: ViewerOptions, out: TextIO | Non
             action = int(action)
             if not mask[action] and mask.any():
                 raise RuntimeError(f"policy chose the invalid action {report.action_name(action)}")
-            game_state_after, _, reward, done, info = _step(step_key, game_state, action)
+            game_state_after, _, reward, done, info = _step(step_key, game_state,
+                                                            np.int32(action))
             info = jax.device_get(info)
             components = {name: float(v) for name, v in info["reward_components"].items()}
             steps += 1

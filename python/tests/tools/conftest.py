@@ -17,16 +17,22 @@ def load_script(name: str):
     return runpy.run_path(str(SCRIPTS / name), run_name="tools_test")["main"]
 
 
+# The same flags as the end-to-end run of tests/training/test_cli.py: identical shapes give an
+# identical compiled program, so whichever suite runs second loads it from the persistent
+# compilation cache instead of compiling again.
+TINY_TRAINING = ["--num-envs", "8", "--num-steps", "16", "--hidden-dim", "32", "--num-layers", "2",
+                 "--log-interval", "2", "--seed", "1", "--total-timesteps", str(8 * 16 * 6),
+                 "--save-interval", "2", "--keep-checkpoints", "2", "--no-wandb"]
+
+
 @pytest.fixture(scope="session")
 def tiny_run(tmp_path_factory) -> pathlib.Path:
-    """A run directory from a real 2-update training run (4 envs x 8 steps, one 16-unit layer)."""
+    """A run directory from a real 6-update training run (8 envs x 16 steps, 2 x 32 MLP)."""
     from hackmatrix.training import cli as train_cli
 
     checkpoint_dir = tmp_path_factory.mktemp("checkpoints")
-    exit_code = train_cli.main([
-        "--total-timesteps", "64", "--num-envs", "4", "--num-steps", "8", "--hidden-dim", "16",
-        "--num-layers", "1", "--save-interval", "1", "--no-wandb",
-        "--checkpoint-dir", str(checkpoint_dir), "--run-name", "tiny"])
+    exit_code = train_cli.main([*TINY_TRAINING, "--checkpoint-dir", str(checkpoint_dir),
+                                "--run-name", "tiny"])
     assert exit_code == 0
     run_dir = checkpoint_dir / "tiny"
     assert (run_dir / "final_params.npz").is_file()

@@ -46,7 +46,7 @@ def test_watches_an_npz_and_a_run_dir_and_latest(tiny_run, capsys):
                    ["--latest", "--checkpoint-dir", str(tiny_run.parent)]):
         assert watch_main([*source, *FAST, "--deterministic", "--no-color"]) == 0
         out = capsys.readouterr().out
-        assert "1 x 16 MLP" in out  # the architecture inferred from the file
+        assert "2 x 32 MLP" in out  # the architecture from the checkpoint or the .npz shapes
         assert len(_episode_lengths(out)) == 1
 
 
