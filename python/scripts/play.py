@@ -99,11 +99,11 @@ def play(state, key, color: bool) -> None:
 
     from hackmatrix import game
 
-    step = jax.jit(game.step.step)
-    valid_actions = jax.jit(game.valid_actions.valid_actions)
+    step = jax.jit(game.transition.step)
+    valid_actions = jax.jit(game.action_mask.valid_actions)
 
     while True:
-        print(game.render.render(state, color=color))
+        print(game.renderer.render(state, color=color))
         mask = np.asarray(valid_actions(state))
         print(f"Valid actions: {describe_valid(mask)}")
         print("> ", end="", flush=True)
@@ -131,7 +131,7 @@ def play(state, key, color: bool) -> None:
         state, _, reward, done, info = step(step_key, state, action)
         print(describe_reward(reward, info["reward_components"]))
         if bool(done):
-            print(game.render.render(state, color=color))
+            print(game.renderer.render(state, color=color))
             if bool(info["won"]):
                 print(f"You won! Final score {int(info['score'])}.")
             elif bool(info["death"]):

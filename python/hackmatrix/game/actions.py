@@ -18,7 +18,7 @@ from hackmatrix.game import outcome as O
 from hackmatrix.game import programs
 from hackmatrix.game import siphon_quality
 from hackmatrix.game import state as S
-from hackmatrix.game import valid_actions
+from hackmatrix.game import action_mask
 
 _ROWS = np.arange(C.BOARD_SIZE, dtype=np.int32)[:, None]
 _COLS = np.arange(C.BOARD_SIZE, dtype=np.int32)[None, :]
@@ -214,7 +214,7 @@ def resolve(key, state: S.GameState, action):
     moved, move_outcome = _move_or_attack(state, jnp.clip(action, 0, C.NUM_DIRECTIONS - 1))
     siphoned, siphon_outcome = _siphon(state)
     programmed, program_outcome = programs.apply(key, state, program_index)
-    program_allowed = jnp.any(valid_actions.program_mask(state)
+    program_allowed = jnp.any(action_mask.program_mask(state)
                               & (jnp.arange(C.NUM_PROGRAMS) == program_index))
     program_outcome = program_outcome._replace(failed=program_outcome.failed | ~program_allowed)
 

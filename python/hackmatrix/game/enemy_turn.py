@@ -95,14 +95,19 @@ def _hatch(enemies: S.Enemies, transmissions: S.Transmissions):
     return enemies, transmissions
 
 
-# Loop-slot word: everything one iteration reads about its enemy, so a single dynamic slice
-# (and a single dynamic update) per iteration. Bits: row 0-2, col 3-5, kind 6-7, ready 8,
-# attacked 9, active 10, list index 12-17. A decision uses the row/col/attacked bits and
-# moves 11.
+# Loop-slot word: everything one iteration reads about its enemy. Bits: row 0-2, col 3-5,
+# kind 6-7, ready 8, attacked 9, active 10, list index 12-17, and (set per phase) 18: another
+# enemy processed later in this phase starts on the same cell.
+# A decision is the slot word after the enemy's action (new cell, attacked bit) plus what the
+# next iteration needs to update the boards: the old cell (bits 19-24) and three flags.
 _COL_SHIFT, _KIND_SHIFT = 3, 6
-_READY_BIT, _ATTACKED_BIT, _ACTIVE_BIT, _MOVES_BIT = 1 << 8, 1 << 9, 1 << 10, 1 << 11
+_READY_BIT, _ATTACKED_BIT, _ACTIVE_BIT = 1 << 8, 1 << 9, 1 << 10
 _INDEX_SHIFT = 12
+_LATER_CELLMATE_BIT = 1 << 18
+_OLD_CELL_SHIFT = 19
+_MOVES_BIT, _VACATES_BIT, _STAYS_BIT = 1 << 25, 1 << 26, 1 << 27
 _CELL_BITS = 0x3F
+_SLOT_BITS = (1 << 18) - 1  # the slot word without per-phase and decision bits
 
 
 def _pack(enemies: S.Enemies):
@@ -119,8 +124,28 @@ def _speed(kind):
     return speed
 
 
+def _mark_later_cellmates(words):
+    """Set _LATER_CELLMATE_BIT on the words (in processing order) of active enemies whose cell
+    also holds an active enemy processed later. One fused elementwise pass over [K] x K."""
+    located = words & (_ACTIVE_BIT | _CELL_BITS)
+    position = jnp.arange(words.shape[-1])
+    later = jnp.zeros(words.shape, jnp.bool_)
+    for j in range(words.shape[-1]):
+        later = later | ((position < j) & (located[j] == located))
+    return jnp.where(later & ((words & _ACTIVE_BIT) != 0), words | _LATER_CELLMATE_BIT, words)
+
+
 def _enemy_actions(key, core: S.Core):
-    """§8 step 4. Returns (enemy rows, enemy cols, player hp)."""
+    """§8 step 4. Returns (enemy rows, enemy cols, player hp).
+
+    Each phase is a scan over the slot words in processing order that carries only two
+    boards: the occupied cells and `stayed` (cells of enemies already processed in this phase
+    that did not move). A mover frees its old cell unless an enemy shares it (after PUSH/PULL or
+    hatching): since moves never enter an occupied cell, the enemies still on that cell are the
+    ones that started the phase there and either come later in the order (bit
+    _LATER_CELLMATE_BIT, computed once per phase) or came earlier and stayed (in `stayed`).
+    Attacks do not depend on hp, so hp is updated once from the attacked bits after the loop.
+    """
     enemies = core.enemies
     p_row, p_col = core.player_row, core.player_col
     block_board = pathfinding.blocks(core.cells)
@@ -128,80 +153,70 @@ def _enemy_actions(key, core: S.Core):
                                        core.transmissions.col)
     rule2 = pathfinding.rule2_first_steps(p_row, p_col, block_board)
     capacity = enemies.active.shape[0]
-    slots = jnp.arange(capacity)
 
-    slot_words = _pack(enemies)
-    enemy_cells = bb.from_cells(enemies.active, enemies.row, enemies.col)
-    hp = core.hp
-
-    def decide(i, phase, slot_words, enemy_cells):
-        """What loop slot i does: a packed decision (new row/col, moves, attacks)."""
-        word = jax.lax.dynamic_index_in_dim(slot_words, i, keepdims=False)
+    def decide(word, phase, occupied: bb.Board, stayed: bb.Board):
+        """Slot `word`'s action: its decision word (see the bit layout above)."""
         e_row, e_col = word & 7, (word >> _COL_SHIFT) & 7
         e_kind = (word >> _KIND_SHIFT) & 3
+        active = (word & _ACTIVE_BIT) != 0
         acts = ((word & (_READY_BIT | _ATTACKED_BIT)) == _READY_BIT) & (phase < _speed(e_kind))
         adjacent = jnp.abs(e_row - p_row) + jnp.abs(e_col - p_col) == 1
         new_row, new_col = pathfinding.enemy_move(
             e_row, e_col, e_kind == C.GLITCH, p_row, p_col, block_board,
-            enemy_cells | transmission_cells, rule2)
+            occupied | transmission_cells, rule2)
         moves = acts & ~adjacent & ((new_row != e_row) | (new_col != e_col))
         attacks = acts & adjacent
-        return (new_row | (new_col << _COL_SHIFT) | jnp.where(moves, _MOVES_BIT, 0)
-                | jnp.where(attacks, _ATTACKED_BIT, 0)).astype(jnp.int32)
+        shared = ((word & _LATER_CELLMATE_BIT) != 0) | bb.contains(stayed, e_row, e_col)
+        new_cell = jnp.where(moves, new_row | (new_col << _COL_SHIFT), word & _CELL_BITS)
+        return ((word & _SLOT_BITS & ~_CELL_BITS) | new_cell
+                | ((word & _CELL_BITS) << _OLD_CELL_SHIFT)
+                | jnp.where(attacks, _ATTACKED_BIT, 0) | jnp.where(moves, _MOVES_BIT, 0)
+                | jnp.where(moves & ~shared, _VACATES_BIT, 0)
+                | jnp.where(active & ~moves, _STAYS_BIT, 0)).astype(jnp.int32)
 
-    def apply(i, decision, slot_words, enemy_cells, hp):
-        """Carry out loop slot i's decision."""
-        word = jax.lax.dynamic_index_in_dim(slot_words, i, keepdims=False)
-        moves = (decision & _MOVES_BIT) != 0
-        attacks = (decision & _ATTACKED_BIT) != 0
-        # The old cell stays occupied if another enemy shares it (after PUSH/PULL or hatching);
-        # moves never enter an occupied cell.
-        same_cell = ((slot_words & (_ACTIVE_BIT | _CELL_BITS))
-                     == (_ACTIVE_BIT | (word & _CELL_BITS)))
-        shared = jnp.any(same_cell & (slots != i))
-        e_row, e_col = word & 7, (word >> _COL_SHIFT) & 7
-        new_row, new_col = decision & 7, (decision >> _COL_SHIFT) & 7
-        vacated = bb.where(moves & ~shared, bb.single(e_row, e_col), bb.empty())
-        entered = bb.where(moves, bb.single(new_row, new_col), bb.empty())
-        enemy_cells = (enemy_cells & ~vacated) | entered
-        word = jnp.where(moves, (word & ~_CELL_BITS) | (decision & _CELL_BITS), word)
-        word = word | (decision & _ATTACKED_BIT)
-        # A select, not a dynamic_update_slice: with the in-place update XLA:CPU returned
-        # wrong positions for batches >= 64 (the same iteration also reads all of slot_words).
-        slot_words = jnp.where(slots == i, word, slot_words)
-        return slot_words, enemy_cells, jnp.where(attacks, jnp.maximum(hp - 1, 0), hp)
+    def apply(decision, occupied: bb.Board, stayed: bb.Board):
+        """Update the boards by a decision."""
+        old_cell = decision >> _OLD_CELL_SHIFT
+        old = bb.single(old_cell & 7, (old_cell >> _COL_SHIFT) & 7)
+        new = bb.single(decision & 7, (decision >> _COL_SHIFT) & 7)
+        flag = lambda bit: (decision & bit) != 0
+        occupied = ((occupied & ~bb.where(flag(_VACATES_BIT), old, bb.empty()))
+                    | bb.where(flag(_MOVES_BIT), new, bb.empty()))
+        return occupied, stayed | bb.where(flag(_STAYS_BIT), old, bb.empty())
 
-    # Software-pipelined loop: iteration i applies slot i-1's decision, then decides slot i.
-    # The decision crosses iterations as a loop-carried value, so XLA materialises it once
-    # instead of recomputing the whole move inside every kernel that consumes it.
+    # Software-pipelined scan: iteration i applies slot i-1's decision, then decides slot i.
+    # The decision crosses iterations as a loop-carried value and is the only output of the
+    # big kernel, so XLA computes it once instead of inside every kernel that consumes it; the
+    # iteration emits the previous decision for the same reason.
     order_words = spawning.random_words(key, _MAX_SPEED * capacity).reshape(_MAX_SPEED, capacity)
 
-    def one_phase(phase, carry):
+    def one_phase(phase, slot_words):
         # A loop over the phases (not a Python loop) keeps one copy of the body: half the
         # compile time.
-        slot_words, enemy_cells, hp = carry
         # A fresh uniformly random processing order: loop slot rank[j] gets slot word j.
         phase_words = jax.lax.dynamic_index_in_dim(order_words, phase, keepdims=False)
         rank = spawning.random_ranks(phase_words)
-        slot_words = jnp.zeros_like(slot_words).at[rank].set(slot_words)
+        slot_words = jnp.zeros_like(slot_words).at[rank].set(slot_words & _SLOT_BITS)
+        slot_words = _mark_later_cellmates(slot_words)
+        occupied = bb.from_cells((slot_words & _ACTIVE_BIT) != 0, slot_words & 7,
+                                 (slot_words >> _COL_SHIFT) & 7)
 
-        def step(i, carry):
-            slot_words, enemy_cells, hp, decision = carry
-            slot_words, enemy_cells, hp = apply(jnp.maximum(i - 1, 0), decision, slot_words,
-                                                enemy_cells, hp)
-            return slot_words, enemy_cells, hp, decide(i, phase, slot_words, enemy_cells)
+        def step(carry, word):
+            occupied, stayed, previous = carry
+            occupied, stayed = apply(previous, occupied, stayed)
+            return (occupied, stayed, decide(word, phase, occupied, stayed)), previous
 
-        carry = (slot_words, enemy_cells, hp, jnp.int32(0))
-        slot_words, enemy_cells, hp, decision = jax.lax.fori_loop(0, capacity, step, carry)
-        return apply(capacity - 1, decision, slot_words, enemy_cells, hp)
+        carry = (occupied, bb.empty(), jnp.int32(0))
+        (_, _, last), decisions = jax.lax.scan(step, carry, slot_words)
+        return jnp.concatenate([decisions[1:], last[None]])
 
-    slot_words, enemy_cells, hp = jax.lax.fori_loop(0, _MAX_SPEED, one_phase,
-                                                    (slot_words, enemy_cells, hp))
+    slot_words = jax.lax.fori_loop(0, _MAX_SPEED, one_phase, _pack(enemies))
 
     # Undo the processing order: every slot word carries its enemy's list index.
     list_index = (slot_words >> _INDEX_SHIFT) & 0x3F
     slot_words = jnp.zeros_like(slot_words).at[list_index].set(slot_words)
-    return slot_words & 7, (slot_words >> _COL_SHIFT) & 7, hp
+    attacks = jnp.sum(((slot_words & _ATTACKED_BIT) != 0).astype(jnp.int32))
+    return slot_words & 7, (slot_words >> _COL_SHIFT) & 7, jnp.maximum(core.hp - attacks, 0)
 
 
 def _full_turn(key, state: S.GameState) -> S.GameState:

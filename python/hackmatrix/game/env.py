@@ -19,11 +19,12 @@ import jax
 import jax.numpy as jnp
 from flax import struct
 
+from hackmatrix.game import action_mask
 from hackmatrix.game import constants as C
 from hackmatrix.game import observation
 from hackmatrix.game import state as S
-from hackmatrix.game import step as game_step
-from hackmatrix.game import valid_actions
+from hackmatrix.game import transition
+from hackmatrix.game import worldgen
 
 
 @struct.dataclass
@@ -48,29 +49,26 @@ def _new_game(key) -> S.GameState:
     A weakly typed leaf (e.g. from a Python-scalar `jnp.where`) would give reset states other
     abstract types than stepped or scenario states, so a jitted step would compile twice.
     """
-    game, _ = game_step.reset(key)
+    game, _ = transition.reset(key)
     return jax.tree_util.tree_map(lambda leaf: jnp.asarray(leaf, leaf.dtype), game)
 
 
 def _env_observation(game: S.GameState) -> EnvObservation:
     return EnvObservation(features=observation.flatten(observation.observe(game)),
-                          action_mask=valid_actions.valid_actions(game))
+                          action_mask=action_mask.valid_actions(game))
 
 
-def _select_state(use_first, first: EnvState, second: EnvState) -> EnvState:
+def _select_state(use_first, first: S.GameState, second: S.GameState) -> S.GameState:
     """`first` where `use_first`, else `second`, without selecting over the UNDO buffer.
 
     `first` is always a fresh episode whose history is empty (size 0), so only its pointers
     matter; keeping `second`'s buffer contents is invisible and saves copying the largest part
     of the state on every step.
     """
-    def select(a, b):
-        return jnp.where(use_first, a, b)
-
     without_buffer = jax.tree_util.tree_map(
-        select, first.replace(game=first.game.replace(history=None)),
-        second.replace(game=second.game.replace(history=None)))
-    return without_buffer.replace(game=without_buffer.game.replace(history=second.game.history))
+        lambda a, b: jnp.where(use_first, a, b), first.replace(history=None),
+        second.replace(history=None))
+    return without_buffer.replace(history=second.history)
 
 
 class HackMatrixEnv:
@@ -89,13 +87,13 @@ class HackMatrixEnv:
         game = _new_game(key)
         return _env_observation(game), EnvState(game=game, time=jnp.asarray(0, jnp.int32))
 
-    def _game_step(self, key, state: EnvState, action, params: EnvParams):
-        """The game step without its observation: (EnvState, reward, done, info)."""
-        # The game's own observation output is unused here, so jit drops it: the env observes
-        # only the state it returns (after the auto-reset choice in `step`).
-        game, _, reward, terminated, game_info = game_step.step(key, state.game, action)
+    def _step_before_generation(self, key, state: EnvState, action, params: EnvParams):
+        """The game step up to its stage generation (see transition.py), with the env's time,
+        done (truncation included) and info: (StepBeforeGeneration, time, done, info)."""
+        before = transition.step_before_generation(key, state.game, action)
         time = state.time + 1
-        truncated = (time >= params.max_steps_in_episode) & ~terminated
+        truncated = (time >= params.max_steps_in_episode) & ~before.done
+        game_info = before.info
         info = {
             "reward_components": jnp.stack(
                 [game_info["reward_components"][name] for name in C.REWARD_COMPONENTS]),
@@ -106,13 +104,14 @@ class HackMatrixEnv:
             "invalid_action": game_info["invalid_action"],
             "truncated": truncated,
         }
-        return (EnvState(game=game, time=time), jnp.asarray(reward, jnp.float32),
-                terminated | truncated, info)
+        return before, time, before.done | truncated, info
 
     def step_env(self, key, state: EnvState, action, params: EnvParams):
         """One game step without auto-reset: (obs, state, reward, done, info)."""
-        state, reward, done, info = self._game_step(key, state, action, params)
-        return _env_observation(state.game), state, reward, done, info
+        before, time, done, info = self._step_before_generation(key, state, action, params)
+        game = transition.finish(before)
+        return (_env_observation(game), EnvState(game=game, time=time),
+                jnp.asarray(before.reward, jnp.float32), done, info)
 
     def reset(self, key, params: EnvParams | None = None):
         return self.reset_env(key, self.default_params if params is None else params)
@@ -120,11 +119,22 @@ class HackMatrixEnv:
     def step(self, key, state: EnvState, action, params: EnvParams | None = None):
         """`step_env`, then a fresh episode in place of a finished one (gymnax auto-reset).
 
-        The observation is computed once, from the state actually returned.
+        Equal to `step_env(step_key, ...)` followed by `reset_env(reset_key)` on done, with
+        `step_key, reset_key = split(key)`, but it generates one stage and observes one state.
+        A step that completes a stage never ends the game (no enemy turn follows, so nobody
+        dies; a won game generates nothing), so on done the generation can take a new game's
+        starting state instead of the completed stage (whose successor a truncation would
+        discard anyway). The new game splits `reset_key` as `worldgen.new_game` does.
         """
         params = self.default_params if params is None else params
         step_key, reset_key = jax.random.split(key)
-        stepped, reward, done, info = self._game_step(step_key, state, action, params)
-        fresh = EnvState(game=_new_game(reset_key), time=jnp.asarray(0, jnp.int32))
-        next_state = _select_state(done, fresh, stepped)
-        return _env_observation(next_state.game), next_state, reward, done, info
+        before, time, done, info = self._step_before_generation(step_key, state, action, params)
+        setup_key, new_stage_key = jax.random.split(reset_key)
+        generation_input = _select_state(done, worldgen.starting_state(setup_key), before.state)
+        generation_key = jnp.where(done, new_stage_key, before.generation_key)
+        generated = worldgen.generate_stage(generation_key, generation_input)
+        game = transition.select_generated(done | before.generates, generated, generation_input,
+                                           before.state)
+        next_state = EnvState(game=game, time=jnp.where(done, 0, time))
+        return (_env_observation(game), next_state, jnp.asarray(before.reward, jnp.float32),
+                done, info)

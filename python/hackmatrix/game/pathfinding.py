@@ -57,7 +57,7 @@ def _first_layer_touching(p_row, p_col, source_ok, passable: bb.Board, targets: 
     targets_same, targets_other = targets.word(parity), targets.word(1 - parity)
     found = source & targets_same
 
-    def two_layers(_, carry):
+    def two_layers(carry):
         frontier, unvisited_same, unvisited_other, found = carry
         frontier = bb.spread(frontier, parity) & unvisited_other
         unvisited_other = unvisited_other ^ frontier
@@ -67,8 +67,11 @@ def _first_layer_touching(p_row, p_col, source_ok, passable: bb.Board, targets: 
         found = jnp.where(found != 0, found, frontier & targets_same)
         return frontier, unvisited_same, unvisited_other, found
 
+    # Unrolled (not a fori_loop): the enemy loop calls this once per enemy, and unrolled the
+    # whole move is one elementwise kernel; a loop costs several kernel launches per layer.
     carry = (source, unvisited_same, unvisited_other, found)
-    carry = jax.lax.fori_loop(0, (MAX_PATH_LENGTH - 1) // 2, two_layers, carry)
+    for _ in range((MAX_PATH_LENGTH - 1) // 2):
+        carry = two_layers(carry)
     return carry[3]
 
 

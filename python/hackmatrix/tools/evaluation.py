@@ -1,6 +1,6 @@
 """Many episodes at once: a jitted, vmapped episode runner and the summary statistics.
 
-The runner drives the game API directly (`step.reset` / `step.step`, `valid_actions`,
+The runner drives the game API directly (`transition.reset` / `transition.step`, `valid_actions`,
 `observation.flatten`): the flat features are the ones the env feeds the network, and the policy
 also gets the full game state, which the scripted baselines need.
 
@@ -21,8 +21,8 @@ import numpy as np
 
 from hackmatrix.game import constants as C
 from hackmatrix.game import observation
-from hackmatrix.game import step as game_step
-from hackmatrix.game import valid_actions as valid
+from hackmatrix.game import transition
+from hackmatrix.game import action_mask
 
 # `act(params, key, game_state, features, action_mask) -> action`, unbatched.
 ActFunction = Callable[[Any, jax.Array, Any, jax.Array, jax.Array], jax.Array]
@@ -58,7 +58,7 @@ def strongly_typed(tree):
 def features_and_mask(game_state):
     """What the network sees, and the valid-action mask."""
     return (observation.flatten(observation.observe(game_state)),
-            valid.valid_actions(game_state))
+            action_mask.valid_actions(game_state))
 
 
 class _Batch(NamedTuple):
@@ -116,7 +116,7 @@ def _split(key, count):
 @functools.partial(jax.jit, static_argnums=1)
 def _start(key, num_episodes) -> _Batch:
     reset_key, act_key, loop_key = jax.random.split(key, 3)
-    states, _ = jax.vmap(game_step.reset)(_split(reset_key, num_episodes))
+    states, _ = jax.vmap(transition.reset)(_split(reset_key, num_episodes))
     states = strongly_typed(states)
     features, masks = jax.vmap(features_and_mask)(states)
     zeros_i32 = jnp.zeros((num_episodes,), jnp.int32)
@@ -135,7 +135,7 @@ def _advance(batch: _Batch, actions) -> _Batch:
     keep stepping unseen (fixed shapes under vmap)."""
     num_episodes = actions.shape[0]
     key, step_key, act_key = jax.random.split(batch.key, 3)
-    states, _, rewards, done, info = jax.vmap(game_step.step)(
+    states, _, rewards, done, info = jax.vmap(transition.step)(
         _split(step_key, num_episodes), batch.states, actions)
     features, masks = jax.vmap(features_and_mask)(states)
     running = batch.running

@@ -17,8 +17,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from hackmatrix.game import constants as C
-from hackmatrix.training import checkpoint as ckpt
 from hackmatrix.tools.evaluation import Policy
+from hackmatrix.training import checkpoint as ckpt
 from hackmatrix.training import network as net
 
 # The flat observation of the env: player 10 ++ programs 23 ++ grid 6*6*42 (architecture.md).

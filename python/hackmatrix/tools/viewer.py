@@ -17,8 +17,8 @@ import jax
 import numpy as np
 
 from hackmatrix.game import constants as C
-from hackmatrix.game import render
-from hackmatrix.game import step as game_step
+from hackmatrix.game import renderer
+from hackmatrix.game import transition
 from hackmatrix.tools import evaluation, gif, policy, report
 
 CLEAR_SCREEN = "\x1b[2J\x1b[H"
@@ -49,8 +49,8 @@ class EpisodeSummary(NamedTuple):
 
 
 # Module-level jitted functions: every viewer in a process shares their compilations.
-_reset = jax.jit(game_step.reset)
-_step = jax.jit(game_step.step)
+_reset = jax.jit(transition.reset)
+_step = jax.jit(transition.step)
 
 
 @functools.lru_cache(maxsize=None)
@@ -68,14 +68,16 @@ def _decide_function(network, deterministic: bool):
     return decide
 
 
-def _end_reason(info, truncated: bool) -> str:
+def _end_reason(info) -> str:
+    """Why the episode's last step ended it; the game's done is exactly won | died | invalid
+    (§13.2), so anything else means the viewer's step cap."""
     if bool(info["won"]):
         return "won"
     if bool(info["death"]):
         return "died"
     if bool(info["invalid_action"]):
         return "invalid action"
-    return "max steps" if truncated else "running"
+    return "max steps"
 
 
 def watch(loaded: policy.LoadedPolicy, options: ViewerOptions, out: TextIO | None = None,
@@ -137,7 +139,7 @@ def watch(loaded: policy.LoadedPolicy, options: ViewerOptions, out: TextIO | Non
 
             top = policy.top_actions(probabilities, mask, options.top_k)
             lines = [f"=== episode {episode}/{options.episodes}  step {steps} ===",
-                     render.render(game_state, color=options.color),
+                     renderer.render(game_state, color=options.color),
                      report.top_actions_line(top, float(value)),
                      f"action: {report.action_name(action)} "
                      f"({100 * float(probabilities[action]):.1f}%)",
@@ -160,11 +162,11 @@ def watch(loaded: policy.LoadedPolicy, options: ViewerOptions, out: TextIO | Non
         summary = EpisodeSummary(
             steps=steps, episode_return=episode_return, stage=int(game_state.stage),
             score=int(game_state.core.score), won=bool(info["won"]),
-            end=_end_reason(info, steps >= options.max_steps), programs_used=programs)
+            end=_end_reason(info), programs_used=programs)
         summaries.append(summary)
         show("\n".join([
             f"=== episode {episode}/{options.episodes} finished ===",
-            render.render(game_state, color=options.color),
+            renderer.render(game_state, color=options.color),
             f"steps {summary.steps}  return {summary.episode_return:+.3f}  stage {summary.stage}  "
             f"score {summary.score}  won {'yes' if summary.won else 'no'}  end: {summary.end}",
             f"programs used: {report.programs_used_text(summary.programs_used)}"]))

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from hackmatrix.game import constants as C
-from hackmatrix.game import observation, scenario, valid_actions
+from hackmatrix.game import action_mask, observation, scenario
 from hackmatrix.game.env import EnvParams, EnvState, HackMatrixEnv
 
 ENV = HackMatrixEnv()
@@ -60,7 +60,7 @@ def env_state(d, time=0):
 
 def expected_observation(game):
     return (np.asarray(observation.flatten(observation.observe(game))),
-            np.asarray(valid_actions.valid_actions(game)))
+            np.asarray(action_mask.valid_actions(game)))
 
 
 def assert_features_equal(actual, expected):

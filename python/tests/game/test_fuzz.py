@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from hackmatrix.game import constants as C
-from hackmatrix.game import history, step, valid_actions, worldgen
+from hackmatrix.game import action_mask, history, transition, worldgen
 from hackmatrix.game import state as S
 
 NUM_ENVS = 64
@@ -102,9 +102,9 @@ def _fuzz_step(carry, key):
     action_key, step_key, reset_key = jax.random.split(key, 3)
     state = jax.tree_util.tree_map(lambda a, b: jnp.where(needs_reset, a, b),
                                    random_scenario(reset_key), state)
-    mask = valid_actions.valid_actions(state)
+    mask = action_mask.valid_actions(state)
     action = jnp.argmax(jnp.where(mask, jax.random.uniform(action_key, (C.NUM_ACTIONS,)), -1.0))
-    new_state, obs, reward, done, info = step.step(step_key, state, action)
+    new_state, obs, reward, done, info = transition.step(step_key, state, action)
     components = jnp.stack([info["reward_components"][n] for n in C.REWARD_COMPONENTS])
     finite = (jnp.isfinite(reward) & jnp.all(jnp.isfinite(components))
               & jnp.all(jnp.isfinite(obs.grid)) & jnp.all(jnp.isfinite(obs.player)))
@@ -113,7 +113,7 @@ def _fuzz_step(carry, key):
         "an action was valid": jnp.any(mask),
         "a valid action never fails": ~info["invalid_action"],
         "done only on death or victory": done == (info["death"] | info["won"]),
-        "not done leaves a valid action": done | jnp.any(valid_actions.valid_actions(new_state)),
+        "not done leaves a valid action": done | jnp.any(action_mask.valid_actions(new_state)),
         "nothing NaN": finite,
         "components sum to the reward": jnp.abs(jnp.sum(components) - reward) < 1e-3,
         # Checked on every fresh scenario and on every newly generated stage.

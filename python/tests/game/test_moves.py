@@ -4,11 +4,13 @@ import jax
 import numpy as np
 import pytest
 
-from hackmatrix.game import actions, scenario, step, valid_actions
+from hackmatrix.game import action_mask, scenario
 from hackmatrix.game import constants as C
 
-RESOLVE = jax.jit(actions.resolve)
-STEP = jax.jit(step.step)
+import compiled
+
+RESOLVE = compiled.RESOLVE
+STEP = compiled.STEP
 KEY = jax.random.PRNGKey(0)
 UP, DOWN, LEFT, RIGHT = range(4)
 
@@ -219,7 +221,7 @@ def test_quick_check_attack_stuns_the_virus_for_this_enemy_turn():
     assert float(obs.grid[4, 3, 5]) == 0.0 and float(obs.grid[4, 3, 4]) == pytest.approx(1 / 3)
     assert scenario.inspect(state)["turn"] == 1
     assert float(reward) == pytest.approx(-0.01, abs=1e-6) and not done
-    assert bool(valid_actions.valid_actions(state)[UP])
+    assert bool(action_mask.valid_actions(state)[UP])
 
 
 def test_quick_check_destroying_a_transmission():

@@ -1,13 +1,15 @@
-"""Programs in play (rules §5, §7, §8, §12, §14): sequences of steps through `step.step`."""
+"""Programs in play (rules §5, §7, §8, §12, §14): sequences of steps through `transition.step`."""
 
 import jax
 import numpy as np
 import pytest
 
 from hackmatrix.game import constants as C
-from hackmatrix.game import scenario, step
+from hackmatrix.game import scenario
 
-STEP = jax.jit(step.step)
+import compiled
+
+STEP = compiled.STEP
 KEY = jax.random.PRNGKey(0)
 UP, RIGHT = 0, 3
 CH_STUNNED, CH_CREDITS = 5, 37

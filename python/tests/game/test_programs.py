@@ -1,7 +1,7 @@
 """The 23 program effects (§7): masks at the edges (§4.3, §7.1), effects, rewards, observation.
 
 Effects are checked on `programs.apply` directly (the state right after the program); rewards and
-observations go through `step.step`. UNDO has its own file (test_undo.py).
+observations go through `transition.step`. UNDO has its own file (test_undo.py).
 """
 
 import jax
@@ -10,12 +10,14 @@ import numpy as np
 import pytest
 
 from hackmatrix.game import constants as C
-from hackmatrix.game import history, programs, scenario, step, valid_actions
+from hackmatrix.game import history, programs, scenario
 
-APPLY = jax.jit(programs.apply)
+import compiled
+
+APPLY = compiled.APPLY_PROGRAM
 APPLY_MANY_KEYS = jax.jit(jax.vmap(programs.apply, in_axes=(0, None, None)))
-VALID = jax.jit(valid_actions.valid_actions)
-STEP = jax.jit(step.step)
+VALID = compiled.VALID_ACTIONS
+STEP = compiled.STEP
 KEY = jax.random.PRNGKey(0)
 
 CH_STUNNED, CH_CRYPTOG, CH_ENEMY_HP = 5, 3, 4

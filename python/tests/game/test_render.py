@@ -5,7 +5,7 @@ import re
 import jax
 
 from hackmatrix import game
-from hackmatrix.game import render, scenario
+from hackmatrix.game import renderer, scenario
 
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
@@ -50,7 +50,7 @@ def cell_text(text, row, col):
 
 
 def test_glyphs_for_every_kind():
-    text = render.render(scenario.from_dict(SCENARIO))
+    text = renderer.render(scenario.from_dict(SCENARIO))
     assert cell_text(text, 2, 3) == ("@", "")
     assert cell_text(text, 4, 0) == ("V2~", "")
     assert cell_text(text, 1, 1) == ("D3", "")
@@ -70,7 +70,7 @@ def test_glyphs_for_every_kind():
 
 
 def test_row_five_is_printed_first():
-    lines = board_lines(render.render(scenario.from_dict(SCENARIO)))
+    lines = board_lines(renderer.render(scenario.from_dict(SCENARIO)))
     row_labels = [line[:3].strip() for line in lines if re.match(r" \d \|", line)]
     assert row_labels == ["5", "4", "3", "2", "1", "0"]
 
@@ -83,11 +83,11 @@ def test_several_pieces_and_siphon_centre_share_a_cell():
         "resources": [{"row": 2, "col": 2, "credits": 3}],
         "siphonCenterCells": [{"row": 2, "col": 2}],
     })
-    assert cell_text(render.render(state), 2, 2) == ("@ V1 t1", "$3 o")
+    assert cell_text(renderer.render(state), 2, 2) == ("@ V1 t1", "$3 o")
 
 
 def test_status_line():
-    text = render.render(scenario.from_dict(SCENARIO))
+    text = renderer.render(scenario.from_dict(SCENARIO))
     status = text.splitlines()[-1]
     assert status == ("HP 2/3  Credits 12  Energy 7  Siphons 1  Score 9  Stage 3/8  Turn 14  "
                       "ATK 2  Programs: WARP, SIPH+")
@@ -97,14 +97,14 @@ def test_status_line():
 def test_status_line_shows_active_effects_and_no_programs():
     state = scenario.from_dict({"player": {"row": 0, "col": 0}, "showActivated": True,
                                 "scheduledTasksDisabled": True})
-    status = render.render(state).splitlines()[-1]
+    status = renderer.render(state).splitlines()[-1]
     assert status.endswith("Active: SHOW CALM  Programs: -")
 
 
 def test_colour_on_and_off():
     state = scenario.from_dict(SCENARIO)
-    plain = render.render(state)
-    coloured = render.render(state, color=True)
+    plain = renderer.render(state)
+    coloured = renderer.render(state, color=True)
     assert "\x1b[" not in plain
     assert "\x1b[" in coloured
     assert ANSI.sub("", coloured) == plain  # colour never shifts the layout

@@ -7,9 +7,11 @@ import pytest
 
 from hackmatrix.game import constants as C
 from hackmatrix.game import outcome as O
-from hackmatrix.game import reward, scenario, step
+from hackmatrix.game import reward, scenario
 
-STEP = jax.jit(step.step)
+import compiled
+
+STEP = compiled.STEP
 COMPONENTS = jax.jit(reward.components)
 KEY = jax.random.PRNGKey(0)
 UP, DOWN, LEFT, RIGHT = range(4)

@@ -8,7 +8,7 @@ import pytest
 
 from hackmatrix.game import constants as C
 from hackmatrix.game import scenario
-from hackmatrix.game import step as step_module
+from hackmatrix.game import transition
 
 PLAYER = {"row": 3, "col": 3}
 
@@ -434,7 +434,7 @@ def test_to_dict_of_a_plain_scenario_has_no_extension_fields():
 
 
 def test_to_dict_round_trip_of_new_games():
-    reset = jax.jit(step_module.reset)
+    reset = jax.jit(transition.reset)
     for seed in range(3):
         state, _ = reset(jax.random.PRNGKey(seed))
         loaded = scenario.from_dict(json.loads(json.dumps(scenario.to_dict(state))))

@@ -4,11 +4,13 @@ import jax
 import numpy as np
 import pytest
 
-from hackmatrix.game import actions, scenario, siphon_quality, step
+from hackmatrix.game import scenario, siphon_quality
 from hackmatrix.game import constants as C
 
-RESOLVE = jax.jit(actions.resolve)
-STEP = jax.jit(step.step)
+import compiled
+
+RESOLVE = compiled.RESOLVE
+STEP = compiled.STEP
 QUALITY = jax.jit(siphon_quality.siphon_quality)
 KEY = jax.random.PRNGKey(0)
 SIPHON = C.ACTION_SIPHON

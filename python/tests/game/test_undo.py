@@ -6,12 +6,14 @@ import numpy as np
 import pytest
 
 from hackmatrix.game import constants as C
-from hackmatrix.game import history, programs, scenario, step, valid_actions
+from hackmatrix.game import history, scenario
 
-APPLY = jax.jit(programs.apply)
+import compiled
+
+APPLY = compiled.APPLY_PROGRAM
 PUSH = jax.jit(history.push)
-VALID = jax.jit(valid_actions.valid_actions)
-STEP = jax.jit(step.step)
+VALID = compiled.VALID_ACTIONS
+STEP = compiled.STEP
 ROUND_TRIP = jax.jit(lambda core: history.unpack(history.pack(core)))
 KEY = jax.random.PRNGKey(0)
 UNDO = C.PROGRAM_NAMES.index("UNDO")

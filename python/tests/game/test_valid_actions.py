@@ -5,10 +5,12 @@ import numpy as np
 import pytest
 
 from hackmatrix.game import constants as C
-from hackmatrix.game import history, scenario, step, valid_actions
+from hackmatrix.game import history, scenario
 
-MASK = jax.jit(valid_actions.valid_actions)
-STEP = jax.jit(step.step)
+import compiled
+
+MASK = compiled.VALID_ACTIONS
+STEP = compiled.STEP
 KEY = jax.random.PRNGKey(0)
 UP, DOWN, LEFT, RIGHT = range(4)
 ALL_PROGRAMS = list(range(C.FIRST_PROGRAM_ACTION, C.NUM_ACTIONS))

@@ -144,3 +144,15 @@ def test_bad_scenario_file_exits_6(tiny_run, tmp_path, text, capsys):
     assert watch_main([str(tiny_run), "--scenario", str(scenario_file)]) == 6
     assert watch_main([str(tiny_run), "--scenario", str(tmp_path / "absent.json")]) == 6
     assert len(capsys.readouterr().err.strip().splitlines()) == 2
+
+
+def test_quitting_in_step_mode_still_writes_the_gif(tiny_run, tmp_path):
+    gif_path = tmp_path / "quit.gif"
+    out = io.StringIO()
+    summaries = viewer.watch(policy.load_policy(tiny_run),
+                             viewer.ViewerOptions(step_mode=True, gif_path=str(gif_path),
+                                                  color=False),
+                             out=out, read_line=lambda: "q\n")
+    assert summaries == []
+    with Image.open(gif_path) as image:
+        assert image.n_frames == 1  # the initial state only

@@ -1,0 +1,130 @@
+"""The transition function, reset / step: one game step in the order of rules §5, invalid actions (§4.4), done (§13.2).
+
+A step is split at the stage generation (§12.2), the most expensive part after the enemy turn:
+`step_before_generation` does everything else and reports whether a generation is needed, and
+`step` finishes with it. Reward, done and info are final before the generation because no reward
+component depends on the generated board (§14: after a completion Δ = D_before, and generation
+leaves hp, credits, energy and score untouched). The auto-resetting env uses the split to
+generate once per step: either the completed stage's successor or a new game, never both (a
+completing step has no enemy turn, so it cannot die; a won game generates nothing).
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+from hackmatrix.game import actions
+from hackmatrix.game import constants as C
+from hackmatrix.game import enemy_turn
+from hackmatrix.game import observation
+from hackmatrix.game import reward
+from hackmatrix.game import state as S
+from hackmatrix.game import worldgen
+
+
+class StepBeforeGeneration(NamedTuple):
+    """A step up to the stage generation. When `generates`, `state` is the completed stage's
+    state with §12.1 applied (hp + 1, stage + 1, scheduled interval) and the step ends with
+    `worldgen.generate_stage(generation_key, state)`; otherwise `state` is final."""
+    state: S.GameState
+    generates: jax.Array       # bool
+    generation_key: jax.Array
+    reward: jax.Array          # f32, final
+    done: jax.Array            # bool, final
+    info: dict                 # final (see `step`)
+
+
+def reset(key):
+    """A new game (§13.1) and its observation."""
+    state = worldgen.new_game(key)
+    return state, observation.observe(state)
+
+
+def _complete_stage_before_generation(state: S.GameState, reached):
+    """§12.1 when `reached`, except the generation: (state, generates, won).
+
+    The same as `worldgen.complete_stage` up to its final `generate_stage` call.
+    """
+    generates = reached & (state.stage < C.MAX_STAGE)
+    won = reached & (state.stage >= C.MAX_STAGE)
+    core = state.core.replace(hp=jnp.where(reached, jnp.minimum(state.core.hp + 1, 3),
+                                           state.core.hp))
+    return state.replace(
+        core=core,
+        stage=jnp.where(generates, state.stage + 1, state.stage),
+        scheduled_interval=jnp.where(generates, 12 - state.stage, state.scheduled_interval),
+    ), generates, won
+
+
+def step_before_generation(key, state: S.GameState, action) -> StepBeforeGeneration:
+    """One step (§5) without the stage generation; see `StepBeforeGeneration`."""
+    action = jnp.asarray(action, jnp.int32)
+    resolve_key, generation_key, enemy_key = jax.random.split(key, 3)
+
+    start = reward.before(state)                                               # §5.1
+    resolved, outcome = actions.resolve(resolve_key, state, action)            # §5.2
+    valid = ~outcome.failed
+    stage_completed = valid & outcome.exit_reached
+    staged, generates, won = _complete_stage_before_generation(resolved, stage_completed)  # §5.3
+    # The enemy turn never follows a completion (§5), so generating after it is the same as
+    # generating before it.
+    enemy_turn_follows = valid & outcome.enemy_turn_follows & ~stage_completed
+    after = enemy_turn.run(enemy_key, staged, enemy_turn_follows)               # §5.4
+
+    # §5.5 reward and done. An invalid action scores exactly 0 and leaves the state as it was:
+    # `resolve` returns it unchanged, and neither stage completion nor the enemy turn runs.
+    values = jnp.where(valid, reward.components(start, after, outcome, action, stage_completed,
+                                                won), 0.0)
+    won = valid & won
+    death = valid & (after.core.hp == 0)
+    info = {
+        "reward_components": {name: values[i] for i, name in enumerate(C.REWARD_COMPONENTS)},
+        "invalid_action": ~valid,
+        "stage": after.stage,
+        "score": after.core.score,
+        "stage_complete": stage_completed,
+        "death": death,
+        "won": won,
+    }
+    return StepBeforeGeneration(state=after, generates=generates, generation_key=generation_key,
+                                reward=reward.total(values), done=~valid | death | won,
+                                info=info)
+
+
+def select_generated(use_generated, generated: S.GameState, generation_input: S.GameState,
+                     otherwise: S.GameState) -> S.GameState:
+    """`generated` (= generate_stage(key, generation_input)) where `use_generated`, else
+    `otherwise`, which must equal `generation_input` wherever `use_generated` is false.
+
+    A field the generation carries over is the very same array as in its input, and the input
+    already holds the right value in both cases, so it is taken as is: only the regenerated
+    fields are selected. The UNDO buffer is never selected over: it is taken from `otherwise`
+    (the generation carries it, and a new game's empty history differs only in its pointers).
+    """
+    def select(new, given, old):
+        return given if new is given else jnp.where(use_generated, new, old)
+
+    without_buffer = jax.tree_util.tree_map(
+        select, generated.replace(history=None), generation_input.replace(history=None),
+        otherwise.replace(history=None))
+    return without_buffer.replace(history=otherwise.history)
+
+
+def finish(before: StepBeforeGeneration) -> S.GameState:
+    """The state at the end of the step: the next stage generated when `before.generates`."""
+    generated = worldgen.generate_stage(before.generation_key, before.state)
+    return select_generated(before.generates, generated, before.state, before.state)
+
+
+def step(key, state: S.GameState, action):
+    """One step (§5); returns (state, observation, reward, done, info).
+
+    info: `reward_components` (dict name -> f32, 15 entries summing to reward),
+    `invalid_action`, `stage`, `score`, `stage_complete`, `death`, `won`.
+    """
+    before = step_before_generation(key, state, action)
+    after = finish(before)
+    return after, observation.observe(after), before.reward, before.done, before.info
