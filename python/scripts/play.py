@@ -19,8 +19,6 @@ import sys
 
 from hackmatrix.tools import cli
 
-EXIT_BAD_SCENARIO = cli.EXIT_BAD_ARGUMENTS
-
 EXIT_CODES_HELP = """exit codes:
   0  ok: quit, end of input or game over
   2  other failure
@@ -52,29 +50,6 @@ def parse_command(text: str):
         return action if 0 <= action < C.NUM_ACTIONS else None
     program = scenario.program_from_name(command) if command else None
     return None if program is None else C.FIRST_PROGRAM_ACTION + program
-
-
-def load_scenario(path: str):
-    """The scenario state from a JSON file; malformed files raise ToolError (exit 3)."""
-    import json
-
-    from hackmatrix.game import scenario
-
-    try:
-        with open(path, encoding="utf-8") as file:
-            text = file.read()
-    except OSError as error:
-        raise cli.ToolError(f"{path}: cannot read: {error.strerror}",
-                            cli.EXIT_BAD_CHECKPOINT) from None
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as error:
-        raise cli.ToolError(f"{path}: invalid JSON at line {error.lineno} column {error.colno}: "
-                            f"{error.msg}", EXIT_BAD_SCENARIO) from None
-    try:
-        return scenario.from_dict(data)
-    except ValueError as error:
-        raise cli.ToolError(f"{path}: {error}", EXIT_BAD_SCENARIO) from None
 
 
 def describe_valid(mask) -> str:
@@ -158,7 +133,7 @@ def main(argv=None) -> int:
         key = jax.random.PRNGKey(args.seed)
         key, reset_key = jax.random.split(key)
         if args.scenario:
-            state = load_scenario(args.scenario)
+            state = cli.load_scenario(args.scenario)
         else:
             state, _ = game.reset(reset_key)
         play(state, key, color=sys.stdout.isatty() and not args.no_color)

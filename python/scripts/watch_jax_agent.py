@@ -49,10 +49,6 @@ def main(argv=None) -> int:
         parser.error("--delay must not be negative")
 
     def body():
-        import json
-        import pathlib
-
-        from hackmatrix.game import scenario
         from hackmatrix.tools import policy, viewer
 
         try:
@@ -61,13 +57,7 @@ def main(argv=None) -> int:
         except policy.PolicyLoadError as error:
             raise cli.ToolError(str(error), cli.EXIT_BAD_CHECKPOINT) from None
 
-        start_state = None
-        if args.scenario:
-            path = pathlib.Path(args.scenario)
-            try:
-                start_state = scenario.from_dict(json.loads(path.read_text()))
-            except (OSError, ValueError) as error:  # JSONDecodeError is a ValueError
-                raise cli.ToolError(f"scenario {path}: {error}", cli.EXIT_BAD_CHECKPOINT) from None
+        start_state = cli.load_scenario(args.scenario) if args.scenario else None
 
         interactive = sys.stdout.isatty()
         mode = "argmax" if args.deterministic else "sampling"

@@ -184,6 +184,22 @@ def shift(board: Board, direction: int) -> Board:
     raise ValueError(f"direction must be 0..3, got {direction}")
 
 
+def shift_word(word, source_parity, direction: int):
+    """`shift` for a single-colour word of colour `source_parity` (traced): the result is a word
+    of the other colour."""
+    left_rows = jnp.where(source_parity == 0, _u32(EVEN_ROW_BITS), _u32(ODD_ROW_BITS))
+    right_rows = _u32(EVEN_ROW_BITS | ODD_ROW_BITS) ^ left_rows
+    if direction == _UP:
+        return (word << 4) & _u32(WORD_MASK)
+    if direction == _DOWN:
+        return word >> 4
+    if direction == _LEFT:
+        return ((word & left_rows) >> 1) | (word & right_rows)
+    if direction == _RIGHT:
+        return (word & left_rows) | ((word & right_rows) << 1)
+    raise ValueError(f"direction must be 0..3, got {direction}")
+
+
 def popcount(board: Board):
     return (jax.lax.population_count(board.even).astype(jnp.int32)
             + jax.lax.population_count(board.odd).astype(jnp.int32))

@@ -154,8 +154,9 @@ def _enemy_actions(key, core: S.Core):
     rule2 = pathfinding.rule2_first_steps(p_row, p_col, block_board)
     capacity = enemies.active.shape[0]
 
-    def decide(word, phase, occupied: bb.Board, stayed: bb.Board):
+    def decide(word, phase, boards):
         """Slot `word`'s action: its decision word (see the bit layout above)."""
+        occupied, stayed = bb.Board(boards[0], boards[1]), bb.Board(boards[2], boards[3])
         e_row, e_col = word & 7, (word >> _COL_SHIFT) & 7
         e_kind = (word >> _KIND_SHIFT) & 3
         active = (word & _ACTIVE_BIT) != 0
@@ -174,20 +175,22 @@ def _enemy_actions(key, core: S.Core):
                 | jnp.where(moves & ~shared, _VACATES_BIT, 0)
                 | jnp.where(active & ~moves, _STAYS_BIT, 0)).astype(jnp.int32)
 
-    def apply(decision, occupied: bb.Board, stayed: bb.Board):
+    def apply(decision, boards):
         """Update the boards by a decision."""
         old_cell = decision >> _OLD_CELL_SHIFT
         old = bb.single(old_cell & 7, (old_cell >> _COL_SHIFT) & 7)
         new = bb.single(decision & 7, (decision >> _COL_SHIFT) & 7)
         flag = lambda bit: (decision & bit) != 0
-        occupied = ((occupied & ~bb.where(flag(_VACATES_BIT), old, bb.empty()))
+        occupied = ((bb.Board(boards[0], boards[1]) & ~bb.where(flag(_VACATES_BIT), old, bb.empty()))
                     | bb.where(flag(_MOVES_BIT), new, bb.empty()))
-        return occupied, stayed | bb.where(flag(_STAYS_BIT), old, bb.empty())
+        stayed = bb.Board(boards[2], boards[3]) | bb.where(flag(_STAYS_BIT), old, bb.empty())
+        return jnp.stack([*occupied, *stayed])
 
     # Software-pipelined scan: iteration i applies slot i-1's decision, then decides slot i.
     # The decision crosses iterations as a loop-carried value and is the only output of the
     # big kernel, so XLA computes it once instead of inside every kernel that consumes it; the
-    # iteration emits the previous decision for the same reason.
+    # iteration emits the previous decision for the same reason. The four board words travel as
+    # one array: one small kernel per iteration updates all of them.
     order_words = spawning.random_words(key, _MAX_SPEED * capacity).reshape(_MAX_SPEED, capacity)
 
     def one_phase(phase, slot_words):
@@ -202,12 +205,12 @@ def _enemy_actions(key, core: S.Core):
                                  (slot_words >> _COL_SHIFT) & 7)
 
         def step(carry, word):
-            occupied, stayed, previous = carry
-            occupied, stayed = apply(previous, occupied, stayed)
-            return (occupied, stayed, decide(word, phase, occupied, stayed)), previous
+            boards, previous = carry
+            boards = apply(previous, boards)
+            return (boards, decide(word, phase, boards)), previous
 
-        carry = (occupied, bb.empty(), jnp.int32(0))
-        (_, _, last), decisions = jax.lax.scan(step, carry, slot_words)
+        carry = (jnp.stack([*occupied, *bb.empty()]), jnp.int32(0))
+        (_, last), decisions = jax.lax.scan(step, carry, slot_words)
         return jnp.concatenate([decisions[1:], last[None]])
 
     slot_words = jax.lax.fori_loop(0, _MAX_SPEED, one_phase, _pack(enemies))

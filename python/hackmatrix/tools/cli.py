@@ -3,7 +3,7 @@
 Exit codes (also printed by --help):
   0  ok
   2  other failure
-  3  bad arguments
+  3  bad arguments, or a malformed scenario file (invalid JSON or an invalid field)
   6  missing or incompatible checkpoint, run directory or input file
 """
 
@@ -63,3 +63,29 @@ def run_main(prog: str, body) -> int:
         print(f"{prog}: error: {type(error).__name__}: {detail}", file=sys.stderr)
         return EXIT_FAILURE
     return EXIT_OK
+
+
+def load_scenario(path: str):
+    """The game state of a scenario JSON file (rules Appendix A).
+
+    An unreadable file raises ToolError with exit 6; a malformed one (invalid JSON or a field that
+    `scenario.from_dict` rejects, named in the message) with exit 3.
+    """
+    import json
+
+    from hackmatrix.game import scenario
+
+    try:
+        with open(path, encoding="utf-8") as file:
+            text = file.read()
+    except OSError as error:
+        raise ToolError(f"{path}: cannot read: {error.strerror}", EXIT_BAD_CHECKPOINT) from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise ToolError(f"{path}: invalid JSON at line {error.lineno} column {error.colno}: "
+                        f"{error.msg}", EXIT_BAD_ARGUMENTS) from None
+    try:
+        return scenario.from_dict(data)
+    except ValueError as error:
+        raise ToolError(f"{path}: {error}", EXIT_BAD_ARGUMENTS) from None

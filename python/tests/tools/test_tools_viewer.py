@@ -138,10 +138,11 @@ def test_latest_in_empty_dir_and_bad_arguments(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("text", ["{not json", '{"player": {"row": 9, "col": 0}}'])
-def test_bad_scenario_file_exits_6(tiny_run, tmp_path, text, capsys):
+def test_malformed_scenario_exits_3_and_missing_scenario_exits_6(tiny_run, tmp_path, text,
+                                                                 capsys):
     scenario_file = tmp_path / "bad.json"
     scenario_file.write_text(text)
-    assert watch_main([str(tiny_run), "--scenario", str(scenario_file)]) == 6
+    assert watch_main([str(tiny_run), "--scenario", str(scenario_file)]) == 3
     assert watch_main([str(tiny_run), "--scenario", str(tmp_path / "absent.json")]) == 6
     assert len(capsys.readouterr().err.strip().splitlines()) == 2
 
