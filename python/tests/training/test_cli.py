@@ -144,3 +144,47 @@ def test_without_credentials_wandb_runs_offline_and_sigterm_exits_7(tmp_path):
     assert offline_runs, "".join(lines)
     run_id = ckpt.load_checkpoint(ckpt.newest_checkpoint(run_dir))["wandb_run_id"]
     assert offline_runs[0].name.endswith(run_id)
+
+
+def _resized_restore(saved, num_envs, keep_optimizer):
+    """_restore_runner for a checkpoint resumed with another env count, on a shape-only template."""
+    import dataclasses
+
+    import jax
+
+    from hackmatrix.game.env import HackMatrixEnv
+    from hackmatrix.training import ppo
+    from hackmatrix.training.config import TrainConfig
+
+    config = dataclasses.replace(TrainConfig.from_dict(saved["config"]), num_envs=num_envs)
+    env = HackMatrixEnv()
+    trainer = ppo.make_trainer(config, env, env.default_params)
+    fresh = jax.eval_shape(trainer.init, jax.random.PRNGKey(0))
+    messages = []
+    return cli._restore_runner(fresh, saved, config, keep_optimizer, messages.append), messages
+
+
+def test_resume_with_another_num_envs_resets_the_optimizer_unless_kept(tmp_path):
+    import jax
+
+    assert train(tmp_path, "resized") == 0
+    saved = ckpt.load_checkpoint(ckpt.newest_checkpoint(tmp_path / "resized"))
+    saved_opt_leaves = [np.asarray(leaf) for leaf in jax.tree.leaves(saved["opt_state"])]
+
+    runner, messages = _resized_restore(saved, num_envs=4, keep_optimizer=False)
+    assert len(messages) == 1
+    assert "num_envs 8 -> 4: optimizer state reset" in messages[0]
+    assert "--keep-optimizer" in messages[0]
+    for restored, stored in zip(jax.tree.leaves(runner.train.params),
+                                jax.tree.leaves(saved["params"])):
+        np.testing.assert_array_equal(restored, stored)
+    # The optimiser state is the fresh template's, and the env batch is new (4 envs).
+    assert all(isinstance(leaf, jax.ShapeDtypeStruct)
+               for leaf in jax.tree.leaves(runner.train.opt_state))
+    assert runner.envs.episode_return.shape == (4,)
+    assert float(runner.train.schedule_timesteps) == float(saved["schedule_timesteps"])
+
+    runner, messages = _resized_restore(saved, num_envs=4, keep_optimizer=True)
+    assert messages == []
+    for restored, stored in zip(jax.tree.leaves(runner.train.opt_state), saved_opt_leaves):
+        np.testing.assert_array_equal(restored, stored)
