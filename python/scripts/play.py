@@ -68,45 +68,46 @@ def describe_reward(reward, components) -> str:
     return f"Reward {float(reward):+.4f}" + (f" ({', '.join(nonzero)})" if nonzero else "")
 
 
+def read_action(mask):
+    """The next valid action typed on stdin, "quit", or None at the end of the input."""
+    while True:
+        print("> ", end="", flush=True)
+        line = sys.stdin.readline()
+        if not line:
+            print()
+            return None
+        action = parse_command(line)
+        if action == "quit" or (action is not None and mask[action]):
+            return action
+        if action is None:
+            print(f"Unknown command {line.strip()!r}: use w/a/s/d, x, a program name, "
+                  f"an action number or q")
+        else:
+            print(f"Action {action} is not valid now")
+
+
 def play(state, key, color: bool) -> None:
     import jax
     import numpy as np
 
     from hackmatrix import game
 
-    step = jax.jit(game.transition.step)
-    valid_actions = jax.jit(game.action_mask.valid_actions)
+    step = jax.jit(game.step)
+    valid_actions = jax.jit(game.valid_actions)
 
     while True:
-        print(game.renderer.render(state, color=color))
+        print(game.render(state, color=color))
         mask = np.asarray(valid_actions(state))
         print(f"Valid actions: {describe_valid(mask)}")
-        print("> ", end="", flush=True)
-        line = sys.stdin.readline()
-        if not line:
-            print()
-            return
-        action = parse_command(line)
-        while action is None or (action != "quit" and not mask[action]):
-            if action is None:
-                print(f"Unknown command {line.strip()!r}: use w/a/s/d, x, a program name, "
-                      f"an action number or q")
-            else:
-                print(f"Action {action} is not valid now")
-            print("> ", end="", flush=True)
-            line = sys.stdin.readline()
-            if not line:
-                print()
-                return
-            action = parse_command(line)
-        if action == "quit":
+        action = read_action(mask)
+        if action is None or action == "quit":
             return
 
         key, step_key = jax.random.split(key)
         state, _, reward, done, info = step(step_key, state, action)
         print(describe_reward(reward, info["reward_components"]))
         if bool(done):
-            print(game.renderer.render(state, color=color))
+            print(game.render(state, color=color))
             if bool(info["won"]):
                 print(f"You won! Final score {int(info['score'])}.")
             elif bool(info["death"]):
