@@ -381,7 +381,8 @@ def _train(args) -> int:
     sink = WandbSink(mode=resolve_mode(args.wandb, args.wandb_mode), project=args.wandb_project,
                      entity=args.wandb_entity, run_name=run_name, run_id=wandb_run_id,
                      config=wandb_config, directory=run_dir, resuming=saved is not None,
-                     upload_artifacts=not args.no_artifact, warn=say)
+                     upload_artifacts=not args.no_artifact,
+                     online_requested=args.wandb_mode == "online", warn=say)
     run_dir.mkdir(parents=True, exist_ok=True)
     metrics_file = M.MetricsFile(run_dir, start_update if saved is not None else None)
 

@@ -1,7 +1,9 @@
 """Weights & Biases logging that never needs the network and never stops training.
 
 wandb is imported lazily. Mode: --wandb-mode if given, else WANDB_MODE from the environment, else
-online when credentials exist (WANDB_API_KEY or an api.wandb.ai entry in ~/.netrc), else offline.
+online when credentials exist (WANDB_API_KEY or an api.wandb.ai entry in ~/.netrc) and the server
+answers within two seconds, else offline (sync later with `wandb sync`). "online" is passed to
+wandb only when the user asked for it: an implicit online run lets wandb read WANDB_MODE itself.
 Any wandb failure prints one warning and disables the sink; training continues.
 """
 
@@ -10,10 +12,12 @@ from __future__ import annotations
 import netrc
 import os
 import secrets
+import socket
 import string
 from pathlib import Path
 
 MODES = ("online", "offline", "disabled")
+WANDB_HOST = "api.wandb.ai"
 
 
 def has_credentials() -> bool:
@@ -21,8 +25,17 @@ def has_credentials() -> bool:
         return True
     netrc_path = Path(os.environ.get("NETRC", Path.home() / ".netrc"))
     try:
-        return netrc.netrc(netrc_path).authenticators("api.wandb.ai") is not None
+        return netrc.netrc(netrc_path).authenticators(WANDB_HOST) is not None
     except (OSError, netrc.NetrcParseError):
+        return False
+
+
+def server_reachable(timeout: float = 2.0) -> bool:
+    """Whether the wandb server accepts a connection; with no network, wandb.init would block."""
+    try:
+        socket.create_connection((WANDB_HOST, 443), timeout=timeout).close()
+        return True
+    except OSError:
         return False
 
 
@@ -36,7 +49,7 @@ def resolve_mode(enabled: bool, explicit_mode: str | None) -> str:
         return env_mode
     if env_mode == "dryrun":
         return "offline"
-    return "online" if has_credentials() else "offline"
+    return "online" if has_credentials() and server_reachable() else "offline"
 
 
 def new_run_id() -> str:
@@ -48,7 +61,7 @@ def new_run_id() -> str:
 class WandbSink:
     def __init__(self, *, mode: str, project: str, entity: str | None, run_name: str, run_id: str,
                  config: dict, directory: Path, resuming: bool, upload_artifacts: bool,
-                 warn=print):
+                 online_requested: bool = False, warn=print):
         self.run = None
         self.mode = mode
         self.upload_artifacts = upload_artifacts
@@ -62,7 +75,8 @@ class WandbSink:
             self.run = wandb.init(
                 project=project, entity=entity, name=run_name, id=run_id,
                 resume="allow" if resuming else None, config=config, dir=str(directory),
-                mode=mode, settings=wandb.Settings(init_timeout=60, silent=True))
+                mode=None if mode == "online" and not online_requested else mode,
+                settings=wandb.Settings(init_timeout=60, silent=True))
         except Exception as error:  # wandb raises many types; none may stop training
             self._disable(f"wandb init ({mode}) failed, continuing without wandb: "
                           f"{type(error).__name__}: {error}")
