@@ -91,18 +91,17 @@ def rule2_first_steps(p_row, p_col, block_board: bb.Board) -> Rule2Steps:
     yields no step there). Empty everywhere when the player stands on a block.
 
     Layer k (distance k from p) lies in one word, of p's colour for even k ("same") and of the
-    other colour for odd k, so the search keeps its sets per relative colour and unrolls: a few
-    fused kernels instead of a loop with a dozen kernel launches per layer.
+    other colour for odd k, so the search keeps its sets per relative colour. The loop carries
+    its 13 words as one array: one kernel per iteration (a tuple carry costs one per word).
     """
     parity = bb.cell_parity(p_row, p_col)
     source = jnp.where(bb.contains(block_board, p_row, p_col), jnp.uint32(0),
                        bb.cell_mask(p_row, p_col))
     passable = (~block_board).word(parity), (~block_board).word(1 - parity)  # same, other
-    layer = source
-    visited, touched = [source, jnp.uint32(0)], [jnp.uint32(0), jnp.uint32(0)]
-    steps = [[jnp.uint32(0), jnp.uint32(0)] for _ in range(C.NUM_DIRECTIONS)]
-    for k in range(MAX_PATH_LENGTH):
-        here, there = k % 2, 1 - k % 2  # relative colours of layer k and of its neighbours
+
+    def expand(k, here, layer, visited, touched, steps):
+        """Expand layer k (relative colour `here`, static) by one step."""
+        there = 1 - here
         layer_parity = parity ^ here
         adjacent = bb.spread(layer, layer_parity) & jnp.uint32(bb.WORD_MASK)
         fresh = adjacent & ~touched[there]
@@ -112,6 +111,24 @@ def rule2_first_steps(p_row, p_col, block_board: bb.Board) -> Rule2Steps:
         layer = adjacent & passable[there] & ~visited[there]
         visited[there] = visited[there] | layer
         touched[there] = touched[there] | adjacent
+        return layer
+
+    def unpack(words):
+        return (words[0], [words[1], words[2]], [words[3], words[4]],
+                [[words[5 + 2 * d], words[6 + 2 * d]] for d in range(C.NUM_DIRECTIONS)])
+
+    def two_layers(_, words):
+        layer, visited, touched, steps = unpack(words)
+        layer = expand(0, 0, layer, visited, touched, steps)
+        layer = expand(1, 1, layer, visited, touched, steps)
+        return jnp.stack([layer, *visited, *touched, *(w for pair in steps for w in pair)])
+
+    zero = jnp.uint32(0)
+    words = jnp.stack([source, source, zero, zero, zero] + [zero] * (2 * C.NUM_DIRECTIONS))
+    # Layers 0..21 in the loop, then layer 22: distances never exceed 23 (module docstring).
+    words = jax.lax.fori_loop(0, (MAX_PATH_LENGTH - 1) // 2, two_layers, words)
+    layer, visited, touched, steps = unpack(words)
+    expand(MAX_PATH_LENGTH - 1, 0, layer, visited, touched, steps)
     same_is_even = parity == 0
     return Rule2Steps(*(bb.Board(jnp.where(same_is_even, same, other),
                                  jnp.where(same_is_even, other, same))

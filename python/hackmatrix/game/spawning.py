@@ -9,9 +9,9 @@ Placing n transmissions one at a time is the same as taking a uniformly random o
 preferred cells A (free, out of the line of fire) followed by a uniformly random order of the
 fallback cells B (free, in the line of fire) and using its first min(n, |A| + |B|) cells:
 a placed transmission only removes its own cell from A or B, because transmissions change
-neither freedom of other cells nor the line of fire. We implement this exact uniform choice
-(up to a bias below 36 / 2**24 from turning 32 random bits into an index) with one pick of a
-uniformly random set bit per placement. The rules' rejection-sampling procedure (100 draws per
+neither freedom of other cells nor the line of fire. We implement this uniform choice directly,
+as a random order of all free cells with the preferred ones first (see `place_transmissions`
+for the tie-breaking bias, below 2e-5). The rules' rejection-sampling procedure (100 draws per
 category) is only the canonical way to obtain the same distribution; unlike it, we never drop
 a transmission while a free cell exists.
 
@@ -116,38 +116,32 @@ def place_transmissions(key, state: S.GameState, count, from_siphon, from_schedu
     placement order (the enemy turn places its scheduled transmission first and the siphon
     ones after it in one call).
 
-    Each placement picks the k-th cell of the preferred set (else of the fallback set) for a
-    uniform k, with popcounts and bit selection on bitboards; a static loop of `max_count`
-    picks, no sort (XLA's CPU sort of 1024 x 36 keys costs ~2.7 ms, pairwise ranks ~1 ms).
+    Each free cell gets a random sort key, preferred cells before fallback ones; a cell's
+    placement index is its rank among the free cells, computed by pairwise comparisons in one
+    fused kernel (XLA's CPU sort of 1024 x 36 keys costs ~2.7 ms, 36 sequential picks ~0.7 ms).
+    Keys are 25 random bits above the cell index: cells whose random bits collide (probability
+    < 2e-5 per call) keep their row-major order.
     """
     core = state.core
     free, line_of_fire = free_and_line_of_fire(core)
-    words = random_words(key, max_count)
+    cell_words = random_words(key, C.NUM_CELLS + max_count)
+    words = cell_words[C.NUM_CELLS:]
     count = jnp.minimum(count, max_count)
 
-    def take(pick, preferred, fallback):
-        chosen = bb.where((pick & _PLACED_BIT) != 0, bb.single(pick & 7, (pick >> _COL_SHIFT) & 7),
-                          bb.empty())
-        return preferred & ~chosen, fallback & ~chosen
-
-    def pick_cell(i, carry):
-        # Pipelined: remove the previous pick from the pools, then pick. The pick crosses
-        # iterations as a loop-carried value, so XLA computes it once (it would otherwise
-        # recompute the bit selection inside each of the four pool-word kernels).
-        preferred, fallback, previous, picks = carry
-        preferred, fallback = take(previous, preferred, fallback)
-        picks = jnp.where(jnp.arange(max_count) == i - 1, previous, picks)
-        pool = bb.where(bb.is_empty(preferred), fallback, preferred)
-        pool_size = bb.popcount(pool)
-        row, col = bb.kth_set_bit(pool, bb.uniform_index(words[i], pool_size))
-        placed = (pool_size > 0) & (i < count)
-        pick = jnp.where(placed, row | (col << _COL_SHIFT) | _PLACED_BIT, 0)
-        return preferred, fallback, pick, picks
-
-    carry = (free & ~line_of_fire, free & line_of_fire, jnp.int32(0),
-             jnp.zeros((max_count,), jnp.int32))
-    last, picks = jax.lax.fori_loop(0, max_count, pick_cell, carry)[2:]
-    picks = jnp.where(jnp.arange(max_count) == max_count - 1, last, picks)
+    cell = jnp.arange(C.NUM_CELLS)
+    is_free = bb.to_bool(free).reshape(C.NUM_CELLS)
+    in_fire = bb.to_bool(line_of_fire).reshape(C.NUM_CELLS)
+    keys = bb.materialize(jnp.where(in_fire, jnp.uint32(1 << 31), jnp.uint32(0))
+                          | ((cell_words[:C.NUM_CELLS] >> 7) << 6) | cell.astype(jnp.uint32))
+    free_keys = jnp.where(is_free, keys, jnp.uint32(0xFFFFFFFF))
+    rank = jnp.zeros((C.NUM_CELLS,), jnp.int32)
+    for other in range(C.NUM_CELLS):  # unrolled comparisons fuse into one elementwise kernel
+        rank = rank + (free_keys[other] < keys).astype(jnp.int32)
+    placed = is_free & (rank < count)
+    # picks[j]: the packed cell of placement j (placements form a prefix of the picks).
+    cell_word = (cell // C.BOARD_SIZE) | ((cell % C.BOARD_SIZE) << _COL_SHIFT) | _PLACED_BIT
+    picks = jnp.zeros((max_count,), jnp.int32).at[jnp.where(placed, rank, max_count)].set(
+        cell_word, mode="drop")
 
     flag = lambda value: jnp.broadcast_to(jnp.asarray(value, jnp.bool_), (max_count,))
     # The low 2 bits of each random word are independent of the 24 high bits used for the cell.

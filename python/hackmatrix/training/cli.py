@@ -66,7 +66,7 @@ def build_parser() -> argparse.ArgumentParser:
                      "auto-scaled for batches above 32,768 unless given)")
     ppo.add_argument("--update-epochs", type=int, help="epochs per update (default 4; auto-scaled "
                      "for batches above 32,768 unless given)")
-    ppo.add_argument("--lr", type=float, help="Adam learning rate (default 2.5e-4)")
+    ppo.add_argument("--lr", type=float, help="Adam learning rate (default 1e-3)")
     ppo.add_argument("--anneal-lr", action=argparse.BooleanOptionalAction, default=None,
                      help="anneal the learning rate linearly to 0 over --total-timesteps (default on)")
     ppo.add_argument("--gamma", type=float, help="discount (default 0.99)")

@@ -24,7 +24,7 @@ class TrainConfig:
     num_steps: int = 128
     num_minibatches: int = 4
     update_epochs: int = 4
-    lr: float = 2.5e-4
+    lr: float = 1e-3
     anneal_lr: bool = True
     gamma: float = 0.99
     gae_lambda: float = 0.95
