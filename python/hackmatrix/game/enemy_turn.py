@@ -12,10 +12,16 @@
    (scheduled first, then the siphon ones: the same as two consecutive placements).
 7. Status decay. 8. Snapshot onto the UNDO history.
 
-The enemy loop has a static trip count (2 x MAX_ENEMIES): each phase first permutes the enemy
-arrays into processing order, so iteration i reads and writes slot i with an index that is not
-batched under vmap (a cheap dynamic slice, not a gather). Inactive slots are skipped by masks.
-hp reaching 0 does not stop the turn.
+The enemy loop has a static trip count (2 x MAX_ENEMIES): each phase permutes the packed enemy
+words into processing order and scans them, so iteration i reads slot i with an index that is
+not batched under vmap (a cheap slice, not a gather) and emits its decision as a scan output.
+Inactive slots are skipped by masks. hp reaching 0 does not stop the turn.
+
+Speed (XLA:CPU, 1024 envs): a kernel launch costs several microseconds here, more than the work
+of most small kernels, so an iteration is one big kernel (the whole decision, breadth-first
+search unrolled) plus one small kernel updating the four carried board words. An earlier
+version ran ~70 kernels per iteration (a per-layer search loop, [K]-wide shared-cell checks and
+slot updates) and took ~3x longer.
 """
 
 from __future__ import annotations
@@ -181,10 +187,10 @@ def _enemy_actions(key, core: S.Core):
         old = bb.single(old_cell & 7, (old_cell >> _COL_SHIFT) & 7)
         new = bb.single(decision & 7, (decision >> _COL_SHIFT) & 7)
         flag = lambda bit: (decision & bit) != 0
-        occupied = ((bb.Board(boards[0], boards[1]) & ~bb.where(flag(_VACATES_BIT), old, bb.empty()))
+        occupied, stayed = bb.Board(boards[0], boards[1]), bb.Board(boards[2], boards[3])
+        occupied = ((occupied & ~bb.where(flag(_VACATES_BIT), old, bb.empty()))
                     | bb.where(flag(_MOVES_BIT), new, bb.empty()))
-        stayed = bb.Board(boards[2], boards[3]) | bb.where(flag(_STAYS_BIT), old, bb.empty())
-        return jnp.stack([*occupied, *stayed])
+        return jnp.stack([*occupied, *(stayed | bb.where(flag(_STAYS_BIT), old, bb.empty()))])
 
     # Software-pipelined scan: iteration i applies slot i-1's decision, then decides slot i.
     # The decision crosses iterations as a loop-carried value and is the only output of the
@@ -224,7 +230,7 @@ def _enemy_actions(key, core: S.Core):
 
 def _full_turn(key, state: S.GameState) -> S.GameState:
     """§8 steps 2-7 (no STEP check, no snapshot)."""
-    action_key, placement_key = jax.random.split(key)
+    action_key, placement_key = spawning.split_key(key, 2)
     core = state.core
     turn = core.turn + 1
     enemies, transmissions = _hatch(core.enemies, core.transmissions)

@@ -2,22 +2,20 @@
 
 Block placement (§12.2 step 5) makes up to 100 attempts of N random blocks and keeps the first
 accepted one. Acceptance depends only on the block cells, never on the blocks' contents, so we
-run BLOCK_ATTEMPTS attempts in parallel (fixed shapes), take the first accepted one, and draw the
-contents afterwards for its cells only. Conditional on acceptance this is exactly the rules'
-distribution: the first accepted of i.i.d. attempts is uniform over the accepted layouts.
+run all BLOCK_ATTEMPTS = 100 attempts in parallel as position-only layouts (fixed shapes), take
+the first accepted one, and draw the contents afterwards for its cells only. This is exactly the
+rules' distribution: the first accepted of i.i.d. attempts is uniform over the accepted layouts,
+and a stage gets no blocks exactly when all 100 attempts fail, as in the rules.
 
-The only change is how often every attempt fails (the stage then has no blocks, as in the
-rules). Measured acceptance per attempt on an empty stage-1 board (20 000 layouts per N):
-N = 5: 0.85, 6: 0.75, 7: 0.63, 8: 0.48, 9: 0.32, 10: 0.19, 11: 0.088 (large N often cut the board
-in two). All-fail probability (1 - a)^attempts:
+An attempt is one uint32 over the 32 non-corner cells (Floyd's sampling plus a bit deposit, see
+`_attempt_layouts`) and a 24-layer single-colour-word flood fill; ~0.01 ms per attempt per 1024
+envs on the 2-core CPU (one kernel for all layouts, one for all acceptance tests).
 
-    attempts      N = 11    N = 10    N = 9     N <= 8    share of all stages (N uniform)
-    100 (rules)   1e-4      1e-9      < 1e-9    < 1e-9    0.0015%
-    32 (ours)     0.053     0.0014    4e-6      < 1e-9    0.8%
-    16            0.23      0.037     0.002     3e-5      3.8%
-
-Each attempt costs ~0.028 ms per 1024 envs (11 picks of a random set bit plus a 24-layer
-flood fill), so BLOCK_ATTEMPTS trades speed for fidelity.
+Measured acceptance per attempt on an empty stage-1 board (32 768 layouts per N):
+N = 5: 0.84, 6: 0.75, 7: 0.62, 8: 0.47, 9: 0.31, 10: 0.18, 11: 0.085 (large N often cut the board
+in two). All-fail probability (1 - a)^100: 1.4e-4 for N = 11, 2.5e-9 for N = 10, below 1e-16
+otherwise, i.e. 2e-5 of all stages (N uniform in 5..11); measured: 5 of 327 680 new games had
+no blocks (1.5e-5). With the former 32 attempts it was 0.8% (0.058 for N = 11).
 """
 
 from __future__ import annotations
@@ -32,12 +30,14 @@ from hackmatrix.game import enemy_turn
 from hackmatrix.game import spawning
 from hackmatrix.game import state as S
 
-BLOCK_ATTEMPTS = 32
+BLOCK_ATTEMPTS = 100
 MIN_BLOCKS, MAX_BLOCKS = 5, 11
 QUESTION_CHANCE = 0.10
 STARTING_BONUS_CREDITS, STARTING_BONUS_ENERGY = 10, 11
 
 _CORNER_BOARD = bb.Board(np.uint32(1 | (1 << 22)), np.uint32((1 << 2) | (1 << 20)))
+_CELL_IS = np.eye(C.NUM_CELLS, dtype=bool).reshape(C.BOARD_SIZE, C.BOARD_SIZE, C.BOARD_SIZE,
+                                                   C.BOARD_SIZE)  # [r, c]: one-hot [6, 6] mask
 _FLOOD_LAYERS = 24  # >= 23, the longest possible shortest path (see pathfinding.py)
 _U24 = 1 << 24
 
@@ -51,26 +51,91 @@ def _corner_cells():
     return [(int(r), int(c)) for r, c in C.CORNERS]
 
 
-def _attempt_layouts(words, available: bb.Board, count):
-    """BLOCK_ATTEMPTS independent layouts of `count` blocks on uniformly random distinct cells
-    of `available` (Boards with a leading [BLOCK_ATTEMPTS] axis). `words`: uint32[MAX_BLOCKS, M].
+# Layouts are drawn in "slot space": the 32 non-corner cells as bits of one uint32, the 16
+# even-colour cells (in even-word bit order) in bits 0-15 and the 16 odd ones in bits 16-31.
+_NON_CORNER = bb.Board(np.uint32(bb.WORD_MASK) & ~_CORNER_BOARD.even,
+                       np.uint32(bb.WORD_MASK) & ~_CORNER_BOARD.odd)
+
+
+def _bit_runs(mask: int):
+    """(first bit, length) of each maximal run of set bits of a constant mask, low to high."""
+    runs, bit = [], 0
+    while mask >> bit:
+        if (mask >> bit) & 1:
+            length = 0
+            while (mask >> (bit + length)) & 1:
+                length += 1
+            runs.append((bit, length))
+            bit += length
+        else:
+            bit += 1
+    return runs
+
+
+def _to_slots(board: bb.Board):
+    """The non-corner cells of a board in slot space (a constant bit gather, run by run)."""
+    slots, slot = jnp.uint32(0), 0
+    for word, colour_mask in ((board.even, int(_NON_CORNER.even)),
+                              (board.odd, int(_NON_CORNER.odd))):
+        for first, length in _bit_runs(colour_mask):
+            slots = slots | (((word >> first) & ((1 << length) - 1)) << slot)
+            slot += length
+    return slots
+
+
+def _from_slots(slots) -> bb.Board:
+    """Inverse of `_to_slots`."""
+    words, slot = [], 0
+    for colour_mask in (int(_NON_CORNER.even), int(_NON_CORNER.odd)):
+        word = jnp.zeros_like(slots)
+        for first, length in _bit_runs(colour_mask):
+            word = word | (((slots >> slot) & ((1 << length) - 1)) << first)
+            slot += length
+        words.append(word)
+    return bb.Board(*words)
+
+
+def _expand_masks(mask):
+    """The five move masks of Hacker's Delight's `expand` (bit deposit) for a traced mask."""
+    moves, move_from = [], ~mask << 1
+    for i in range(5):
+        prefix = move_from ^ (move_from << 1)  # parallel suffix: bits with an odd count of 0s below
+        for shift in (2, 4, 8, 16):
+            prefix = prefix ^ (prefix << shift)
+        move = prefix & mask
+        moves.append(move)
+        mask = (mask ^ move) | (move >> (1 << i))
+        move_from = move_from & ~prefix
+    return moves
+
+
+def _expand(x, mask, moves):
+    """Deposit the low bits of x, in order, onto the set bits of `mask` (pdep)."""
+    for i in range(4, -1, -1):
+        x = (x & ~moves[i]) | ((x << (1 << i)) & moves[i])
+    return x & mask
+
+
+def _attempt_layouts(words, available_slots, count):
+    """BLOCK_ATTEMPTS independent layouts (uint32[BLOCK_ATTEMPTS] in slot space) of
+    min(count, |available|) blocks on uniformly random distinct cells of `available_slots`.
+    `words`: uint32[MAX_BLOCKS, BLOCK_ATTEMPTS].
+
+    Floyd's algorithm draws a uniform n-subset of the indices 0..M-1 (M available cells) with
+    one random number per block and no pool to update, then a bit deposit maps index i to the
+    i-th available cell. ~5x cheaper than n sequential picks of a random set bit.
     """
-    attempts = words.shape[-1]
-    pool = bb.Board(jnp.broadcast_to(available.even, (attempts,)),
-                    jnp.broadcast_to(available.odd, (attempts,)))
-
-    def pick(i, carry):
-        # Pipelined (see spawning.place_transmissions): the chosen cell is carried to the next
-        # iteration so that XLA computes the bit selection once.
-        pool, layout, chosen = carry
-        pool, layout = pool & ~chosen, layout | chosen
-        pool_size = bb.popcount(pool)
-        chosen = bb.kth_set_cell(pool, bb.uniform_index(words[i], pool_size))
-        return pool, layout, bb.where((i < count) & (pool_size > 0), chosen, nothing)
-
-    nothing = bb.Board(jnp.zeros((attempts,), jnp.uint32), jnp.zeros((attempts,), jnp.uint32))
-    pool, layout, chosen = jax.lax.fori_loop(0, MAX_BLOCKS, pick, (pool, nothing, nothing))
-    return layout | chosen
+    size = jax.lax.population_count(available_slots).astype(jnp.int32)
+    n = jnp.minimum(count, size)
+    chosen = jnp.zeros(words.shape[-1:], jnp.uint32)
+    for i in range(MAX_BLOCKS):
+        top = jnp.clip(size - n + i, 0, 31)  # Floyd: add a uniform t <= top, or top if taken
+        t = bb.uniform_index(words[i], top + 1).astype(jnp.uint32)
+        pick = jnp.where((chosen >> t) & 1 == 1, top.astype(jnp.uint32), t)
+        chosen = jnp.where(i < n, chosen | (jnp.uint32(1) << pick), chosen)
+    # The masks depend on the env only: materialised, not recomputed for every attempt.
+    moves = bb.materialize(jnp.stack(_expand_masks(available_slots), axis=-1))
+    return _expand(chosen, available_slots, [moves[..., i, None] for i in range(5)])
 
 
 def _accepted(layout: bb.Board, exit_row, exit_col):
@@ -83,38 +148,42 @@ def _accepted(layout: bb.Board, exit_row, exit_col):
     frontier = jnp.full(layout.even.shape, 1, jnp.uint32)  # (0,0): even word, bit 0
     unvisited_even, unvisited_odd = free.even & ~frontier, free.odd
 
-    def two_layers(_, carry):
-        frontier, unvisited_even, unvisited_odd = carry
+    # Unrolled: one fused kernel per attempt batch, every layer computed once (a loop's tuple
+    # carry costs a kernel per word and iteration, each recomputing part of the layer).
+    for _ in range(_FLOOD_LAYERS // 2):
         frontier = bb.spread(frontier, 0) & unvisited_odd
         unvisited_odd = unvisited_odd ^ frontier
         frontier = bb.spread(frontier & ~exit_cell.odd, 1) & unvisited_even
         unvisited_even = unvisited_even ^ frontier
-        return frontier & ~exit_cell.even, unvisited_even, unvisited_odd
-
-    carry = jax.lax.fori_loop(0, _FLOOD_LAYERS // 2, two_layers,
-                              (frontier, unvisited_even, unvisited_odd))
-    return every_block_open & ((carry[1] | carry[2]) == 0)
+        frontier = frontier & ~exit_cell.even
+    return every_block_open & ((unvisited_even | unvisited_odd) == 0)
 
 
 def _generate_blocks(key, core: S.Core, exit_row, exit_col):
     """§12.2 step 5: (content, points, program, spawn_count) as int32[6,6] arrays, plus
     uint32[6,6] random words for the resources of step 6."""
-    words = spawning.random_words(key, 1 + MAX_BLOCKS * BLOCK_ATTEMPTS + 3 * C.NUM_CELLS
-                                  + C.NUM_PROGRAMS)
+    layout_key, content_key = spawning.split_key(key, 2)
+    # Each layout word is read once, inside the layout kernel; the others are read by several
+    # kernels, so they are materialised (else every reader recomputes its words' hashes).
+    layout_words = spawning.random_words(layout_key, MAX_BLOCKS * BLOCK_ATTEMPTS).reshape(
+        MAX_BLOCKS, BLOCK_ATTEMPTS)
+    words = bb.materialize(spawning.random_words(content_key,
+                                                 1 + 3 * C.NUM_CELLS + C.NUM_PROGRAMS))
     count = MIN_BLOCKS + bb.uniform_index(words[0], jnp.int32(MAX_BLOCKS - MIN_BLOCKS + 1))
-    layout_words = words[1:1 + MAX_BLOCKS * BLOCK_ATTEMPTS].reshape(MAX_BLOCKS, BLOCK_ATTEMPTS)
-    cell_words = words[1 + MAX_BLOCKS * BLOCK_ATTEMPTS:-C.NUM_PROGRAMS].reshape(3, C.NUM_CELLS)
+    cell_words = words[1:-C.NUM_PROGRAMS].reshape(3, C.NUM_CELLS)
     program_words = words[-C.NUM_PROGRAMS:]
 
     enemies, transmissions = core.enemies, core.transmissions
     occupied = (bb.from_cells(enemies.active, enemies.row, enemies.col)
                 | bb.from_cells(transmissions.active, transmissions.row, transmissions.col))
-    available = ~(occupied | _CORNER_BOARD)
-    layouts = _attempt_layouts(layout_words, available, count)
-    accepted = _accepted(layouts, exit_row, exit_col)
-    blocks = bb.empty()  # if every attempt fails
-    for m in range(BLOCK_ATTEMPTS - 1, -1, -1):  # the first accepted attempt wins
-        blocks = bb.where(accepted[m], bb.Board(layouts.even[m], layouts.odd[m]), blocks)
+    available = _to_slots(~occupied)
+    # Materialised once: read by the acceptance test and by the selection.
+    layouts = bb.materialize(_attempt_layouts(layout_words, available, count))
+    accepted = _accepted(_from_slots(layouts), exit_row, exit_col)
+    attempt = jnp.arange(BLOCK_ATTEMPTS)
+    first = jnp.min(jnp.where(accepted, attempt, BLOCK_ATTEMPTS))  # the first accepted wins
+    chosen = layouts[jnp.minimum(first, BLOCK_ATTEMPTS - 1)]  # a gather: one word per env
+    blocks = _from_slots(jnp.where(first < BLOCK_ATTEMPTS, chosen, jnp.uint32(0)))  # all failed
     is_block = bb.to_bool(bb.materialize(blocks)).reshape(C.NUM_CELLS)
 
     # Contents, drawn per block cell; the "one by one" order of the rules only matters for
@@ -125,19 +194,15 @@ def _generate_blocks(key, core: S.Core, exit_row, exit_col):
     points = 1 + bb.uniform_index(cell_words[1], jnp.int32(9))
     program_rank = spawning.random_ranks(program_words)
     program_slot = spawning.exclusive_prefix_count(has_program)
-    # The programs in rank order (only the first MAX_BLOCKS ranks can be used) and their costs.
-    ranked_program = jnp.zeros((MAX_BLOCKS,), jnp.int32)
-    ranked_cost = jnp.zeros((MAX_BLOCKS,), jnp.int32)
-    for p in range(C.NUM_PROGRAMS):
-        at_rank = jnp.arange(MAX_BLOCKS) == program_rank[p]
-        ranked_program = jnp.where(at_rank, p, ranked_program)
-        ranked_cost = jnp.where(at_rank, int(C.PROGRAM_SPAWN_COST[p]), ranked_cost)
-    program = jnp.full((C.NUM_CELLS,), C.NO_PROGRAM, jnp.int32)
-    spawn_cost = jnp.zeros((C.NUM_CELLS,), jnp.int32)
+    # The programs in rank order with their costs (packed: program | cost << 8); a scatter, so
+    # it is computed once rather than inside the per-cell selection below.
+    ranked = jnp.zeros((C.NUM_PROGRAMS,), jnp.int32).at[program_rank].set(
+        jnp.arange(C.NUM_PROGRAMS) | (jnp.asarray(C.PROGRAM_SPAWN_COST) << 8))
+    assigned = jnp.full((C.NUM_CELLS,), C.NO_PROGRAM & 0xFF, jnp.int32)
     for j in range(MAX_BLOCKS):
-        mine = has_program & (program_slot == j)
-        program = jnp.where(mine, ranked_program[j], program)
-        spawn_cost = jnp.where(mine, ranked_cost[j], spawn_cost)
+        assigned = jnp.where(has_program & (program_slot == j), ranked[j], assigned)
+    program = jnp.where(has_program, assigned & 0xFF, C.NO_PROGRAM)
+    spawn_cost = assigned >> 8
 
     content = jnp.where(question, C.QUESTION_BLOCK,
                         jnp.where(has_program, C.PROGRAM_BLOCK, C.DATA_BLOCK))
@@ -155,7 +220,7 @@ def generate_stage(key, state: S.GameState) -> S.GameState:
 
     Decision (rules silent): if fewer free non-corner cells than N exist, all of them are used.
     """
-    exit_key, block_key, transmission_key = jax.random.split(key, 3)
+    exit_key, block_key, transmission_key = spawning.split_key(key, 3)
     core = state.core
     p_row, p_col = core.player_row, core.player_col
 
@@ -172,11 +237,15 @@ def generate_stage(key, state: S.GameState) -> S.GameState:
         is_exit.append(here)
         seen = seen + allowed.astype(jnp.int32)
 
+    # A buffer: the exit is read by kernels over all attempts and cells, which would otherwise
+    # recompute its random choice for every element.
+    exit_row, exit_col = bb.materialize(jnp.stack([exit_row, exit_col]))
+    is_exit = [(exit_row == r) & (exit_col == c) for r, c in corners]
     content, points, program, spawn_count, resource_words = _generate_blocks(
         block_key, core, exit_row, exit_col)
     for (r, c), allowed, here in zip(corners, not_player, is_exit):
         corner_content = jnp.where(here, C.EXIT, jnp.where(allowed, C.DATA_SIPHON, C.EMPTY))
-        content = content.at[r, c].set(corner_content)
+        content = jnp.where(_CELL_IS[r, c], corner_content, content)  # select: fuses, unlike .at
 
     # Resources on empty and data-siphon cells: amount 1/2/3 at 0.45/0.45/0.10, kind 50/50.
     gets_resource = (content == C.EMPTY) | (content == C.DATA_SIPHON)
@@ -235,5 +304,5 @@ def starting_state(key) -> S.GameState:
 
 def new_game(key) -> S.GameState:
     """§13.1: player on a random corner, one random starting bonus, stage 1 generated."""
-    setup_key, stage_key = jax.random.split(key)
+    setup_key, stage_key = spawning.split_key(key, 2)
     return generate_stage(stage_key, starting_state(setup_key))

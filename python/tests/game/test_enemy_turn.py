@@ -125,6 +125,20 @@ def test_a_shared_cell_stays_occupied_until_its_last_enemy_leaves():
         assert cells[2] == (3, 1)
 
 
+def test_a_shared_cell_stays_occupied_while_an_enemy_that_did_not_act_holds_it():
+    # A stunned daemon and an active one stacked on (2,0); the active one steps down to (1,0)
+    # in every order. The stunned one keeps (2,0) occupied whether it is processed before or
+    # after its cellmate, so the daemon on (3,0) always goes round to (3,1), never onto (2,0).
+    state = setup(player={"row": 0, "col": 0},
+                  enemies=[enemy("daemon", 2, 0, stunned=True), enemy("daemon", 2, 0),
+                           enemy("daemon", 3, 0)])
+    outcomes = _run_seeds(jax.random.split(jax.random.PRNGKey(3), 64), state, jnp.asarray(True))
+    rows = np.asarray(outcomes.core.enemies.row[:, :3])
+    cols = np.asarray(outcomes.core.enemies.col[:, :3])
+    for r, c in zip(rows, cols):
+        assert list(zip(r, c)) == [(2, 0), (1, 0), (3, 1)]
+
+
 # ------------------------------------------------------------------------------------------
 # Hatching (§8 step 3).
 
