@@ -6,10 +6,12 @@ with hp <= 0 from setup all count (§4.3).
 
 from __future__ import annotations
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 
 from hackmatrix.game import constants as C
+from hackmatrix.game import fusion
 
 _ROWS = np.arange(C.BOARD_SIZE, dtype=np.int32)[:, None]
 _COLS = np.arange(C.BOARD_SIZE, dtype=np.int32)[None, :]
@@ -45,33 +47,45 @@ def program_applicable(state) -> jnp.ndarray:
     core = state.core
     enemies, transmissions, cells = core.enemies, core.transmissions, core.cells
     row, col = core.player_row, core.player_col
-    block = _is_block(cells.content)
-
-    any_enemy = jnp.any(enemies.active)
-    any_transmission = jnp.any(transmissions.active)
+    block = _is_block(cells.content).reshape(-1)
 
     def in_ring(rows, cols):
         return jnp.maximum(jnp.abs(rows - row), jnp.abs(cols - col)) == 1
 
-    crash_target = (jnp.any(block & in_ring(_ROWS, _COLS))
-                    | jnp.any(enemies.active & in_ring(enemies.row, enemies.col))
-                    | jnp.any(transmissions.active & in_ring(transmissions.row, transmissions.col)))
-    block_under_enemy = block.reshape(-1)[enemies.row * C.BOARD_SIZE + enemies.col]
-    enemy_on_block = jnp.any(enemies.active & block_under_enemy)
-    any_of_type = [jnp.any(enemies.active & (enemies.kind == kind)) for kind in range(4)]
-    unsiphoned_spawning_block = jnp.any(block & ~cells.siphoned & (cells.spawn_count > 0))
+    # The "is there any ..." tests: one bit per test in a word per list element, OR-reduced
+    # once per list (one kernel each under vmap instead of one per test).
+    def any_of(*tests):
+        word = sum(test.astype(jnp.int32) << bit for bit, test in enumerate(tests))
+        found = jax.lax.reduce(word.reshape(-1), 0, jax.lax.bitwise_or, (0,))
+        return [((found >> bit) & 1) == 1 for bit in range(len(tests))]
+
+    active = enemies.active
+    enemy_on_block = block[enemies.row * C.BOARD_SIZE + enemies.col]
+    (any_enemy, enemy_in_ring, any_enemy_on_block, any_virus, any_daemon, enemy_in_row,
+     enemy_in_col) = any_of(active, active & in_ring(enemies.row, enemies.col),
+                            active & enemy_on_block, active & (enemies.kind == C.VIRUS),
+                            active & (enemies.kind == C.DAEMON), active & (enemies.row == row),
+                            active & (enemies.col == col))
+    any_transmission, transmission_in_ring = any_of(
+        transmissions.active,
+        transmissions.active & in_ring(transmissions.row, transmissions.col))
+    siphoned = cells.siphoned.reshape(-1)
+    block_in_ring, unsiphoned_spawning_block, any_siphoned = any_of(
+        block & in_ring(_ROWS, _COLS).reshape(-1),
+        block & ~siphoned & (cells.spawn_count.reshape(-1) > 0),
+        siphoned)
 
     true = jnp.asarray(True)
     applicable = {
         C.PUSH: any_enemy,
         C.PULL: any_enemy,
-        C.CRASH: crash_target,
+        C.CRASH: block_in_ring | enemy_in_ring | transmission_in_ring,
         C.WARP: any_enemy | any_transmission,
         C.POLY: any_enemy,
         C.WAIT: true,
-        C.DEBUG: enemy_on_block,
-        C.ROW: jnp.any(enemies.active & (enemies.row == row)),
-        C.COL: jnp.any(enemies.active & (enemies.col == col)),
+        C.DEBUG: any_enemy_on_block,
+        C.ROW: enemy_in_row,
+        C.COL: enemy_in_col,
         C.UNDO: state.history_size > 0,
         C.STEP: true,
         C.SIPH_PLUS: true,
@@ -79,15 +93,15 @@ def program_applicable(state) -> jnp.ndarray:
         C.SHOW: ~core.show_activated,
         C.RESET: core.hp < 3,
         C.CALM: ~core.scheduled_tasks_disabled,
-        C.D_BOM: any_of_type[C.DAEMON],
+        C.D_BOM: any_daemon,
         C.DELAY: any_transmission,
-        C.ANTI_V: any_of_type[C.VIRUS],
+        C.ANTI_V: any_virus,
         C.SCORE: state.stage < C.MAX_STAGE,
         C.REDUC: unsiphoned_spawning_block,
         C.ATK_PLUS: core.atk_plus_uses < 2,
-        C.HACK: jnp.any(cells.siphoned),
+        C.HACK: any_siphoned,
     }
-    return jnp.stack([applicable[k] for k in range(C.NUM_PROGRAMS)])
+    return fusion.stack_scalars([applicable[k] for k in range(C.NUM_PROGRAMS)], jnp.bool_)
 
 
 def program_mask(state) -> jnp.ndarray:

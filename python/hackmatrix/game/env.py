@@ -22,6 +22,7 @@ from flax import struct
 from hackmatrix.game import action_mask
 from hackmatrix.game import constants as C
 from hackmatrix.game import observation
+from hackmatrix.game import spawning
 from hackmatrix.game import state as S
 from hackmatrix.game import transition
 from hackmatrix.game import worldgen
@@ -43,13 +44,22 @@ class EnvObservation(NamedTuple):
     action_mask: jax.Array  # bool[28]
 
 
-def _new_game(key) -> S.GameState:
-    """A new game with every leaf strongly typed.
+def _new_game_parts(key):
+    """A new game (§13.1) before its stage generation: (starting state, generation key).
+
+    `reset_env` and the auto-reset in `step` both draw their games from this, so a finished
+    episode continues exactly as `reset_env(reset_key)` would start.
+    """
+    setup_key, stage_key = spawning.split_key(key, 2)
+    return worldgen.starting_state(setup_key), stage_key
+
+
+def _strongly_typed(game: S.GameState) -> S.GameState:
+    """Every leaf strongly typed.
 
     A weakly typed leaf (e.g. from a Python-scalar `jnp.where`) would give reset states other
     abstract types than stepped or scenario states, so a jitted step would compile twice.
     """
-    game, _ = transition.reset(key)
     return jax.tree_util.tree_map(lambda leaf: jnp.asarray(leaf, leaf.dtype), game)
 
 
@@ -84,7 +94,8 @@ class HackMatrixEnv:
 
     def reset_env(self, key, params: EnvParams):
         """A new game (§13.1): returns (EnvObservation, EnvState)."""
-        game = _new_game(key)
+        start, generation_key = _new_game_parts(key)
+        game = _strongly_typed(worldgen.generate_stage(generation_key, start))
         return _env_observation(game), EnvState(game=game, time=jnp.asarray(0, jnp.int32))
 
     def _step_before_generation(self, key, state: EnvState, action, params: EnvParams):
@@ -93,17 +104,9 @@ class HackMatrixEnv:
         before = transition.step_before_generation(key, state.game, action)
         time = state.time + 1
         truncated = (time >= params.max_steps_in_episode) & ~before.done
-        game_info = before.info
-        info = {
-            "reward_components": jnp.stack(
-                [game_info["reward_components"][name] for name in C.REWARD_COMPONENTS]),
-            "stage": game_info["stage"],
-            "score": game_info["score"],
-            "won": game_info["won"],
-            "death": game_info["death"],
-            "invalid_action": game_info["invalid_action"],
-            "truncated": truncated,
-        }
+        info = {name: before.info[name] for name in ("reward_components", "stage", "score", "won",
+                                                     "death", "invalid_action")}
+        info["truncated"] = truncated
         return before, time, before.done | truncated, info
 
     def step_env(self, key, state: EnvState, action, params: EnvParams):
@@ -124,14 +127,14 @@ class HackMatrixEnv:
         A step that completes a stage never ends the game (no enemy turn follows, so nobody
         dies; a won game generates nothing), so on done the generation can take a new game's
         starting state instead of the completed stage (whose successor a truncation would
-        discard anyway). The new game splits `reset_key` as `worldgen.new_game` does.
+        discard anyway).
         """
         params = self.default_params if params is None else params
         step_key, reset_key = jax.random.split(key)
         before, time, done, info = self._step_before_generation(step_key, state, action, params)
-        setup_key, new_stage_key = jax.random.split(reset_key)
-        generation_input = _select_state(done, worldgen.starting_state(setup_key), before.state)
-        generation_key = jnp.where(done, new_stage_key, before.generation_key)
+        start, new_game_key = _new_game_parts(reset_key)
+        generation_input = _select_state(done, start, before.state)
+        generation_key = jnp.where(done, new_game_key, before.generation_key)
         generated = worldgen.generate_stage(generation_key, generation_input)
         game = transition.select_generated(done | before.generates, generated, generation_input,
                                            before.state)

@@ -17,8 +17,8 @@ The history is most of an env's memory, so a snapshot is packed into four small 
 Amounts stored as int16 saturate at +-32767 and disabledTurns at 63: far beyond anything
 reachable in play (hp <= 3, disabledTurns <= 1, cell amounts <= 9). The origin flags
 (spawnedFromSiphon, fromScheduledTask) are not stored: §7.15 restores them as false.
-With four leaves, push and pop are four small dynamic slices each; neither touches the whole
-buffer, so under vmap they cost O(snapshot) per env.
+With four leaves, push writes four small slices (out of range, hence dropped, without a push)
+and pop reads four; neither touches the whole buffer, so under vmap they cost O(snapshot) per env.
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ import numpy as np
 from flax import struct
 
 from hackmatrix.game import constants as C
+from hackmatrix.game import fusion
 from hackmatrix.game import state as S
 
 
@@ -74,9 +75,9 @@ def pack(core: S.Core) -> Snapshot:
     as_int = lambda flag: flag.astype(jnp.int32)  # noqa: E731
     flags = as_int(core.show_activated) | (as_int(core.scheduled_tasks_disabled) << 1)
     owned = jnp.sum(jnp.where(core.owned, _OWNED_BITS, 0), dtype=jnp.int32)
-    scalars = jnp.stack([getattr(core, name) for name in _SCALAR_FIELDS] + [
+    scalars = fusion.stack_scalars([getattr(core, name) for name in _SCALAR_FIELDS] + [
         flags, owned, jnp.sum(core.enemies.active, dtype=jnp.int32),
-        jnp.sum(core.transmissions.active, dtype=jnp.int32)]).astype(jnp.int32)
+        jnp.sum(core.transmissions.active, dtype=jnp.int32)], jnp.int32)
     e, t = core.enemies, core.transmissions
     enemy_word = (e.kind | (e.row << 2) | (e.col << 5) | (as_int(e.stunned) << 8)
                   | (jnp.clip(e.disabled_turns, 0, _MAX_DISABLED_TURNS) << 9))
@@ -135,11 +136,11 @@ def push(state: S.GameState, do_push) -> S.GameState:
     When the buffer is full the new snapshot overwrites the oldest one.
     """
     slot = (state.history_top + 1) % C.HISTORY_CAPACITY
-    kept = _slot(state.history, slot)
-    written = jax.tree_util.tree_map(lambda new, old: jnp.where(do_push, new, old),
-                                     pack(state.core), kept)
-    history = jax.tree_util.tree_map(lambda buffer, value: buffer.at[slot].set(value),
-                                     state.history, written)
+    # Without a push the write goes out of range and is dropped: no read-back of the old slot.
+    target = jnp.where(do_push, slot, C.HISTORY_CAPACITY)
+    history = jax.tree_util.tree_map(
+        lambda buffer, value: buffer.at[target].set(value, mode="drop"), state.history,
+        pack(state.core))
     return state.replace(
         history=history,
         history_top=jnp.where(do_push, slot, state.history_top),

@@ -17,14 +17,13 @@ UNDO never selects over the history buffer: `history.pop` moves the pointers and
 
 from __future__ import annotations
 
-
-import jax
 import jax.numpy as jnp
 import numpy as np
 
 from hackmatrix.game import constants as C
 from hackmatrix.game import history
 from hackmatrix.game import outcome as O
+from hackmatrix.game import spawning
 from hackmatrix.game import state as S
 
 # Programs whose effect ends with "remove the dead" (§7 header).
@@ -152,7 +151,7 @@ def apply(key, state: S.GameState, program_index) -> tuple[S.GameState, O.Action
     enemies, transmissions, cells = core.enemies, core.transmissions, core.cells
     player_row, player_col = core.player_row, core.player_col
     # One draw serves POLY (type shifts) and WARP (the last word).
-    random_words = jax.random.bits(key, (_POLY_WORDS + 1,), jnp.uint32)
+    random_words = spawning.random_words(key, _POLY_WORDS + 1)
 
     # --- Cells whose pieces CRASH (ring of 8, §7.4) and WARP (landing cell, §7.5) remove.
     warp_has_target, warp_hits_enemy, warp_row, warp_col = _warp_target(

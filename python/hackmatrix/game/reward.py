@@ -9,6 +9,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from hackmatrix.game import constants as C
+from hackmatrix.game import fusion
 from hackmatrix.game import outcome as O
 from hackmatrix.game import pathfinding
 
@@ -79,7 +80,7 @@ def components(start: Before, after, outcome: O.ActionOutcome, action, stage_com
         "siphonDeathPenalty": jnp.where(
             outcome.enemy_turn_follows & dead & siphon_enemy_adjacent, -10.0, 0.0),
     }
-    return jnp.stack([_f32(values[name]) for name in C.REWARD_COMPONENTS])
+    return fusion.stack_scalars([values[name] for name in C.REWARD_COMPONENTS], jnp.float32)
 
 
 def total(values) -> jnp.ndarray:

@@ -21,6 +21,7 @@ from hackmatrix.game import constants as C
 from hackmatrix.game import enemy_turn
 from hackmatrix.game import observation
 from hackmatrix.game import reward
+from hackmatrix.game import spawning
 from hackmatrix.game import state as S
 from hackmatrix.game import worldgen
 
@@ -34,7 +35,7 @@ class StepBeforeGeneration(NamedTuple):
     generation_key: jax.Array
     reward: jax.Array          # f32, final
     done: jax.Array            # bool, final
-    info: dict                 # final (see `step`)
+    info: dict                 # final; as `step`'s info, but `reward_components` is f32[15]
 
 
 def reset(key):
@@ -43,32 +44,16 @@ def reset(key):
     return state, observation.observe(state)
 
 
-def _complete_stage_before_generation(state: S.GameState, reached):
-    """§12.1 when `reached`, except the generation: (state, generates, won).
-
-    The same as `worldgen.complete_stage` up to its final `generate_stage` call.
-    """
-    generates = reached & (state.stage < C.MAX_STAGE)
-    won = reached & (state.stage >= C.MAX_STAGE)
-    core = state.core.replace(hp=jnp.where(reached, jnp.minimum(state.core.hp + 1, 3),
-                                           state.core.hp))
-    return state.replace(
-        core=core,
-        stage=jnp.where(generates, state.stage + 1, state.stage),
-        scheduled_interval=jnp.where(generates, 12 - state.stage, state.scheduled_interval),
-    ), generates, won
-
-
 def step_before_generation(key, state: S.GameState, action) -> StepBeforeGeneration:
     """One step (§5) without the stage generation; see `StepBeforeGeneration`."""
     action = jnp.asarray(action, jnp.int32)
-    resolve_key, generation_key, enemy_key = jax.random.split(key, 3)
+    resolve_key, generation_key, enemy_key = spawning.split_key(key, 3)
 
     start = reward.before(state)                                               # §5.1
     resolved, outcome = actions.resolve(resolve_key, state, action)            # §5.2
     valid = ~outcome.failed
     stage_completed = valid & outcome.exit_reached
-    staged, generates, won = _complete_stage_before_generation(resolved, stage_completed)  # §5.3
+    staged, generates, won = worldgen.advance_stage(resolved, stage_completed)     # §5.3
     # The enemy turn never follows a completion (§5), so generating after it is the same as
     # generating before it.
     enemy_turn_follows = valid & outcome.enemy_turn_follows & ~stage_completed
@@ -81,7 +66,7 @@ def step_before_generation(key, state: S.GameState, action) -> StepBeforeGenerat
     won = valid & won
     death = valid & (after.core.hp == 0)
     info = {
-        "reward_components": {name: values[i] for i, name in enumerate(C.REWARD_COMPONENTS)},
+        "reward_components": values,
         "invalid_action": ~valid,
         "stage": after.stage,
         "score": after.core.score,
@@ -127,4 +112,7 @@ def step(key, state: S.GameState, action):
     """
     before = step_before_generation(key, state, action)
     after = finish(before)
-    return after, observation.observe(after), before.reward, before.done, before.info
+    values = before.info["reward_components"]
+    info = before.info | {
+        "reward_components": {name: values[i] for i, name in enumerate(C.REWARD_COMPONENTS)}}
+    return after, observation.observe(after), before.reward, before.done, info

@@ -268,19 +268,31 @@ def generate_stage(key, state: S.GameState) -> S.GameState:
                                         max_count=C.MAX_STAGE)
 
 
-def complete_stage(key, state: S.GameState, reached):
-    """§12.1 when `reached`: hp + 1 (max 3); stage < 8 → next stage generated; stage 8 → won.
+def advance_stage(state: S.GameState, reached):
+    """§12.1 when `reached`, up to the generation: (state, generates, won).
 
-    Returns (state, won). When not `reached` the state is returned unchanged.
+    hp + 1 (max 3); below stage 8 the stage and its scheduled interval advance and the caller
+    must generate the new stage (`generates`); on stage 8 the game is won. When not `reached`
+    the state is returned unchanged.
     """
-    advances = reached & (state.stage < C.MAX_STAGE)
+    generates = reached & (state.stage < C.MAX_STAGE)
     won = reached & (state.stage >= C.MAX_STAGE)
     core = state.core.replace(hp=jnp.where(reached, jnp.minimum(state.core.hp + 1, 3),
                                            state.core.hp))
-    healed = state.replace(core=core)
-    next_stage = healed.replace(stage=healed.stage + 1, scheduled_interval=12 - healed.stage)
-    generated = generate_stage(key, next_stage)
-    return enemy_turn.select_state(advances, generated, healed), won
+    return state.replace(
+        core=core,
+        stage=jnp.where(generates, state.stage + 1, state.stage),
+        scheduled_interval=jnp.where(generates, 12 - state.stage, state.scheduled_interval),
+    ), generates, won
+
+
+def complete_stage(key, state: S.GameState, reached):
+    """§12.1 when `reached`: `advance_stage`, then the next stage generated if there is one.
+
+    Returns (state, won). When not `reached` the state is returned unchanged.
+    """
+    advanced, generates, won = advance_stage(state, reached)
+    return enemy_turn.select_state(generates, generate_stage(key, advanced), advanced), won
 
 
 def starting_state(key) -> S.GameState:

@@ -198,3 +198,46 @@ def test_jit_and_vmap_batch_without_retracing():
     assert not np.asarray(done).any()
     np.testing.assert_array_equal(stepped.game.core.player_row, [1] * BATCH)
     np.testing.assert_array_equal(stepped.time, [1, 2, 3, 4])
+
+
+def test_single_generation_step_matches_step_and_reset():
+    """The auto-resetting step generates one stage: the completed stage's successor, or a new
+    game on done. Either way it equals the raw game step, then the reset drawn from the reset
+    half of the key."""
+    from tests.game.compiled import STEP as GAME_STEP
+
+    step_key, reset_key = jax.random.split(KEY)
+    reset_obs, reset_state = RESET(reset_key, PARAMS)
+
+    # Stage completion: not done, the generated next stage is returned as the raw step makes it.
+    state = env_state({"player": {"row": 5, "col": 4}, "stage": 2}, time=4)
+    obs, stepped, reward, done, info = STEP(KEY, state, RIGHT, PARAMS)
+    game, game_obs, game_reward, game_done, game_info = GAME_STEP(step_key, state.game, RIGHT)
+    assert bool(game_info["stage_complete"]) and not bool(done) and not bool(game_done)
+    assert int(stepped.game.stage) == 3 and int(stepped.time) == 5
+    assert_trees_equal(stepped.game, game)
+    assert_trees_equal((obs, stepped, reward, done, info), STEP_ENV(KEY, state, RIGHT, PARAMS))
+    assert_features_equal(obs.features, observation.flatten(game_obs))
+    assert float(reward) == float(game_reward)
+    np.testing.assert_array_equal(
+        info["reward_components"],
+        [game_info["reward_components"][name] for name in C.REWARD_COMPONENTS])
+
+    # Death: the step's terminal reward and info, then exactly the reset of the reset key.
+    state = env_state({"player": {"row": 3, "col": 3, "hp": 0}, "stage": 3}, time=4)
+    obs, new_state, reward, done, info = STEP(KEY, state, UP, PARAMS)
+    _, _, env_reward, env_done, env_info = STEP_ENV(KEY, state, UP, PARAMS)
+    assert bool(done) and bool(env_done) and bool(info["death"])
+    assert float(reward) == float(env_reward)
+    assert_trees_equal(info, env_info)
+    assert int(new_state.time) == 0
+    assert_trees_equal(without_history_buffer(new_state), without_history_buffer(reset_state))
+    assert_features_equal(obs.features, reset_obs.features)
+    np.testing.assert_array_equal(obs.action_mask, reset_obs.action_mask)
+
+    # A stage completed on the truncating step: the new game replaces the generated stage.
+    state = env_state({"player": {"row": 5, "col": 4}, "stage": 2}, time=2)
+    obs, new_state, _, done, info = STEP(KEY, state, RIGHT, EnvParams(max_steps_in_episode=3))
+    assert bool(done) and bool(info["truncated"]) and int(new_state.game.stage) == 1
+    assert_trees_equal(without_history_buffer(new_state), without_history_buffer(reset_state))
+    assert_features_equal(obs.features, reset_obs.features)
