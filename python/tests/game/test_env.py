@@ -16,6 +16,8 @@ from hackmatrix.game import constants as C
 from hackmatrix.game import action_mask, observation, scenario
 from hackmatrix.game.env import EnvParams, EnvState, HackMatrixEnv
 
+import compiled
+
 ENV = HackMatrixEnv()
 PARAMS = ENV.default_params
 RESET = jax.jit(ENV.reset_env)
@@ -204,15 +206,13 @@ def test_single_generation_step_matches_step_and_reset():
     """The auto-resetting step generates one stage: the completed stage's successor, or a new
     game on done. Either way it equals the raw game step, then the reset drawn from the reset
     half of the key."""
-    from tests.game.compiled import STEP as GAME_STEP
-
     step_key, reset_key = jax.random.split(KEY)
     reset_obs, reset_state = RESET(reset_key, PARAMS)
 
     # Stage completion: not done, the generated next stage is returned as the raw step makes it.
     state = env_state({"player": {"row": 5, "col": 4}, "stage": 2}, time=4)
     obs, stepped, reward, done, info = STEP(KEY, state, RIGHT, PARAMS)
-    game, game_obs, game_reward, game_done, game_info = GAME_STEP(step_key, state.game, RIGHT)
+    game, game_obs, game_reward, game_done, game_info = compiled.STEP(step_key, state.game, RIGHT)
     assert bool(game_info["stage_complete"]) and not bool(done) and not bool(game_done)
     assert int(stepped.game.stage) == 3 and int(stepped.time) == 5
     assert_trees_equal(stepped.game, game)
