@@ -54,15 +54,6 @@ def _new_game_parts(key):
     return worldgen.starting_state(setup_key), stage_key
 
 
-def _strongly_typed(game: S.GameState) -> S.GameState:
-    """Every leaf strongly typed.
-
-    A weakly typed leaf (e.g. from a Python-scalar `jnp.where`) would give reset states other
-    abstract types than stepped or scenario states, so a jitted step would compile twice.
-    """
-    return jax.tree_util.tree_map(lambda leaf: jnp.asarray(leaf, leaf.dtype), game)
-
-
 def _env_observation(game: S.GameState) -> EnvObservation:
     return EnvObservation(features=observation.flatten(observation.observe(game)),
                           action_mask=action_mask.valid_actions(game))
@@ -95,7 +86,7 @@ class HackMatrixEnv:
     def reset_env(self, key, params: EnvParams):
         """A new game (§13.1): returns (EnvObservation, EnvState)."""
         start, generation_key = _new_game_parts(key)
-        game = _strongly_typed(worldgen.generate_stage(generation_key, start))
+        game = worldgen.generate_stage(generation_key, start)
         return _env_observation(game), EnvState(game=game, time=jnp.asarray(0, jnp.int32))
 
     def _step_before_generation(self, key, state: EnvState, action, params: EnvParams):

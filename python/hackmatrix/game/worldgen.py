@@ -252,10 +252,13 @@ def generate_stage(key, state: S.GameState) -> S.GameState:
     amount = jnp.where(_chance(resource_words, 0.45), 1,
                        jnp.where(_chance(resource_words, 0.90), 2, 3))
     is_credits = (resource_words & 1) == 1
+    # astype: a `jnp.where` of Python ints is weakly typed, and a weakly typed leaf would make
+    # a jitted step compile again for stepped states.
     cells = S.Cells(
-        content=content, points=points, program=program, spawn_count=spawn_count,
-        credits=jnp.where(gets_resource & is_credits, amount, 0),
-        energy=jnp.where(gets_resource & ~is_credits, amount, 0),
+        content=content.astype(jnp.int32), points=points, program=program,
+        spawn_count=spawn_count,
+        credits=jnp.where(gets_resource & is_credits, amount, 0).astype(jnp.int32),
+        energy=jnp.where(gets_resource & ~is_credits, amount, 0).astype(jnp.int32),
         siphoned=jnp.zeros(content.shape, jnp.bool_),
         siphon_center=jnp.zeros(content.shape, jnp.bool_))
 
@@ -308,9 +311,9 @@ def starting_state(key) -> S.GameState:
     core = state.core.replace(
         player_row=jnp.asarray(C.CORNERS[:, 0])[corner],
         player_col=jnp.asarray(C.CORNERS[:, 1])[corner],
-        credits=jnp.where(bonus == 0, STARTING_BONUS_CREDITS, 0),
-        energy=jnp.where(bonus == 1, STARTING_BONUS_ENERGY, 0),
-        data_siphons=jnp.where(bonus == 2, 1, 0))
+        credits=jnp.where(bonus == 0, STARTING_BONUS_CREDITS, 0).astype(jnp.int32),
+        energy=jnp.where(bonus == 1, STARTING_BONUS_ENERGY, 0).astype(jnp.int32),
+        data_siphons=jnp.where(bonus == 2, 1, 0).astype(jnp.int32))
     return state.replace(core=core)
 
 

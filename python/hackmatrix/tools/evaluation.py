@@ -49,12 +49,6 @@ class EpisodeResults(NamedTuple):
     action_counts: np.ndarray    # i32[N, 28]
 
 
-def strongly_typed(tree):
-    """The same values with every weak type made strong. A new game has a few weakly typed
-    leaves, stepped states do not, and jit would compile a step once for each kind."""
-    return jax.tree_util.tree_map(lambda leaf: jnp.asarray(leaf, leaf.dtype), tree)
-
-
 def features_and_mask(game_state):
     """What the network sees, and the valid-action mask."""
     return (observation.flatten(observation.observe(game_state)),
@@ -117,7 +111,6 @@ def _split(key, count):
 def _start(key, num_episodes) -> _Batch:
     reset_key, act_key, loop_key = jax.random.split(key, 3)
     states, _ = jax.vmap(transition.reset)(_split(reset_key, num_episodes))
-    states = strongly_typed(states)
     features, masks = jax.vmap(features_and_mask)(states)
     zeros_i32 = jnp.zeros((num_episodes,), jnp.int32)
     false = jnp.zeros((num_episodes,), jnp.bool_)

@@ -108,7 +108,6 @@ def watch(loaded: policy.LoadedPolicy, options: ViewerOptions, out: TextIO | Non
             game_state, _ = _reset(reset_key)
         else:
             game_state = options.scenario
-        game_state = evaluation.strongly_typed(game_state)
         if options.gif_path:
             frames.append(gif.render_frame(game_state, gif.status_line(game_state, episode, 0),
                                            "start"))

@@ -241,3 +241,18 @@ def test_single_generation_step_matches_step_and_reset():
     assert bool(done) and bool(info["truncated"]) and int(new_state.game.stage) == 1
     assert_trees_equal(without_history_buffer(new_state), without_history_buffer(reset_state))
     assert_features_equal(obs.features, reset_obs.features)
+
+
+def test_raw_game_step_traces_once_for_reset_stepped_and_scenario_states():
+    """New games, stepped games and scenario states share one abstract type (no weak types)."""
+    from hackmatrix import game
+
+    @jax.jit
+    @chex.assert_max_traces(n=1)
+    def raw_step(key, state, action):
+        return game.step(key, state, action)
+
+    new_game, _ = jax.jit(game.reset)(KEY)
+    stepped, *_ = raw_step(KEY, new_game, jnp.int32(0))
+    raw_step(KEY, stepped, jnp.int32(1))
+    raw_step(KEY, scenario.from_dict({"player": {"row": 0, "col": 0}}), jnp.int32(0))
