@@ -39,20 +39,6 @@ from hackmatrix.game import state as S
 _MAX_SPEED = int(C.ENEMY_SPEED.max())
 
 
-def select_state(pred, new: S.GameState, old: S.GameState) -> S.GameState:
-    """`new` where `pred`, else `old`, for every field except the UNDO history (taken from new).
-
-    Only for callers whose `new` state has the same history as `old`.
-    """
-    pick = lambda a, b: jnp.where(pred, a, b)
-    core = jax.tree_util.tree_map(pick, new.core, old.core)
-    scalars = {name: pick(getattr(new, name), getattr(old, name))
-               for name in ("stage", "exit_row", "exit_col", "step_active",
-                            "pending_siphon_transmissions", "scheduled_interval",
-                            "next_scheduled_turn")}
-    return new.replace(core=core, **scalars)
-
-
 # Packed transmission word for hatching and compaction: row 0-2, col 3-5, type 6-7,
 # from_siphon 8, from_scheduled 9, present 10, turnsRemaining (signed) from bit 11.
 _T_COL, _T_TYPE, _T_SIPHON, _T_SCHEDULED, _T_PRESENT, _T_TURNS = 3, 6, 1 << 8, 1 << 9, 1 << 10, 11
@@ -262,6 +248,6 @@ def _full_turn(key, state: S.GameState) -> S.GameState:
 def run(key, state: S.GameState, follows) -> S.GameState:
     """The enemy turn of §8 when `follows`; the state unchanged otherwise."""
     full_turn = follows & ~state.step_active
-    turned = select_state(full_turn, _full_turn(key, state), state)
+    turned = S.select(full_turn, _full_turn(key, state), state)
     turned = turned.replace(step_active=state.step_active & ~follows)
     return history.push(turned, full_turn)

@@ -59,19 +59,6 @@ def _env_observation(game: S.GameState) -> EnvObservation:
                           action_mask=action_mask.valid_actions(game))
 
 
-def _select_state(use_first, first: S.GameState, second: S.GameState) -> S.GameState:
-    """`first` where `use_first`, else `second`, without selecting over the UNDO buffer.
-
-    `first` is always a fresh episode whose history is empty (size 0), so only its pointers
-    matter; keeping `second`'s buffer contents is invisible and saves copying the largest part
-    of the state on every step.
-    """
-    without_buffer = jax.tree_util.tree_map(
-        lambda a, b: jnp.where(use_first, a, b), first.replace(history=None),
-        second.replace(history=None))
-    return without_buffer.replace(history=second.history)
-
-
 class HackMatrixEnv:
     """The HackMatrix game as a single (unbatched) environment; `vmap` it for batches."""
 
@@ -124,7 +111,7 @@ class HackMatrixEnv:
         step_key, reset_key = jax.random.split(key)
         before, time, done, info = self._step_before_generation(step_key, state, action, params)
         start, new_game_key = _new_game_parts(reset_key)
-        generation_input = _select_state(done, start, before.state)
+        generation_input = S.select(done, start, before.state)
         generation_key = jnp.where(done, new_game_key, before.generation_key)
         generated = worldgen.generate_stage(generation_key, generation_input)
         game = transition.select_generated(done | before.generates, generated, generation_input,

@@ -143,6 +143,19 @@ def empty_state() -> GameState:
                      history=history.empty_history(), history_top=_i32(-1), history_size=_i32())
 
 
+def select(pred, on_true: GameState, on_false: GameState) -> GameState:
+    """`on_true` where `pred`, else `on_false`, field by field, except the UNDO buffer.
+
+    The history buffer is taken from `on_false` without a select: callers pass states whose
+    buffers are equal, or whose `on_true` is a new game (an empty history differs only in its
+    pointers, which are selected). Selecting the buffer would copy the largest part of the state
+    on every step.
+    """
+    picked = jax.tree_util.tree_map(lambda a, b: jnp.where(pred, a, b),
+                                    on_true.replace(history=None), on_false.replace(history=None))
+    return picked.replace(history=on_false.history)
+
+
 def _survivors_up_to(keep):
     """int32[K]: number of True entries of `keep` at slots <= i (an inclusive prefix count).
 

@@ -26,7 +26,6 @@ import numpy as np
 
 from hackmatrix.game import bitboard as bb
 from hackmatrix.game import constants as C
-from hackmatrix.game import enemy_turn
 from hackmatrix.game import spawning
 from hackmatrix.game import state as S
 
@@ -295,7 +294,7 @@ def complete_stage(key, state: S.GameState, reached):
     Returns (state, won). When not `reached` the state is returned unchanged.
     """
     advanced, generates, won = advance_stage(state, reached)
-    return enemy_turn.select_state(generates, generate_stage(key, advanced), advanced), won
+    return S.select(generates, generate_stage(key, advanced), advanced), won
 
 
 def starting_state(key) -> S.GameState:
