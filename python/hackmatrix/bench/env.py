@@ -2,8 +2,10 @@
 
 Each scan step draws a uniformly random VALID action per env from the observation's action mask,
 steps the gymnax-style env (which resets finished episodes), and carries the new observation. The
-compile time (first call, lowered and compiled ahead of time) is reported separately from the
-median of the timed runs.
+batch is stepped by `HackMatrixEnv.batch_step` (what training uses: bit-identical to
+`jax.vmap(env.step)`, with programs and stage generation run only where needed); `--plain-vmap`
+measures `jax.vmap(env.step)` itself. The compile time (first call, lowered and compiled ahead
+of time) is reported separately from the median of the timed runs.
 """
 
 from __future__ import annotations
@@ -28,11 +30,12 @@ def random_valid_action(key, action_mask):
     return jnp.argmax(jnp.where(action_mask, noise, -1.0), axis=-1)
 
 
-def make_rollout(num_envs: int, scan_steps: int = SCAN_STEPS):
-    """A jitted function (carry) -> carry running `scan_steps` vmapped env steps."""
+def make_rollout(num_envs: int, scan_steps: int = SCAN_STEPS, plain_vmap: bool = False):
+    """A jitted function (carry) -> carry running `scan_steps` batched env steps: `batch_step`,
+    or `jax.vmap(step)` with `plain_vmap`."""
     env = HackMatrixEnv()
     params = env.default_params
-    step = jax.vmap(env.step, in_axes=(0, 0, 0, None))
+    step = jax.vmap(env.step, in_axes=(0, 0, 0, None)) if plain_vmap else env.batch_step
 
     def one_step(carry, _):
         key, obs, state = carry
@@ -55,9 +58,10 @@ def make_rollout(num_envs: int, scan_steps: int = SCAN_STEPS):
     return jax.jit(rollout, donate_argnums=0), jax.jit(initial)
 
 
-def measure(num_envs: int, repeats: int = 5, scan_steps: int = SCAN_STEPS) -> dict:
+def measure(num_envs: int, repeats: int = 5, scan_steps: int = SCAN_STEPS,
+            plain_vmap: bool = False) -> dict:
     """Compile time and the median env-steps/s over `repeats` timed rollouts after a warm-up."""
-    rollout, initial = make_rollout(num_envs, scan_steps)
+    rollout, initial = make_rollout(num_envs, scan_steps, plain_vmap)
     carry = jax.block_until_ready(initial(jax.random.PRNGKey(0)))
     start = time.perf_counter()
     compiled = rollout.lower(carry).compile()
@@ -81,13 +85,16 @@ def main(argv=None):
     parser.add_argument("--num-envs", type=int, nargs="+", default=list(DEFAULT_NUM_ENVS))
     parser.add_argument("--repeats", type=int, default=5, help="timed runs per size (median)")
     parser.add_argument("--scan-steps", type=int, default=SCAN_STEPS)
+    parser.add_argument("--plain-vmap", action="store_true",
+                        help="step with jax.vmap(env.step) instead of env.batch_step")
     args = parser.parse_args(argv)
 
     print(f"backend: {jax.default_backend()}  devices: {jax.devices()}  "
-          f"actions: {C.NUM_ACTIONS}")
+          f"actions: {C.NUM_ACTIONS}  stepping: "
+          f"{'jax.vmap(env.step)' if args.plain_vmap else 'env.batch_step'}")
     print(f"{'num_envs':>9} {'compile_s':>10} {'median steps/s':>15} {'ms/step':>8}  runs")
     for num_envs in args.num_envs:
-        result = measure(num_envs, args.repeats, args.scan_steps)
+        result = measure(num_envs, args.repeats, args.scan_steps, args.plain_vmap)
         ms_per_step = 1000.0 * num_envs / result["steps_per_s"]
         runs = " ".join(f"{r:,.0f}" for r in result["all_steps_per_s"])
         print(f"{num_envs:>9} {result['compile_s']:>10.2f} {result['steps_per_s']:>15,.0f} "

@@ -39,6 +39,12 @@ class ReplayEnv:
         index = jax.random.randint(key, (), 0, REPLAY_LENGTH)
         return self._observation(index), index
 
+    def batch_reset(self, keys, params):
+        return jax.vmap(self.reset, in_axes=(0, None))(keys, params)
+
+    def batch_step(self, keys, indices, actions, params):
+        return jax.vmap(self.step, in_axes=(0, 0, 0, None))(keys, indices, actions, params)
+
     def step(self, key, index, action, params):
         following = (index + 1) % REPLAY_LENGTH
         info = {"reward_components": jnp.asarray(self.reward_components)[following],

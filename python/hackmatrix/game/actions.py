@@ -198,24 +198,39 @@ def _merge_leaf(choices, base):
     return merged
 
 
-def resolve(key, state: S.GameState, action):
+def program_index(action):
+    """The program an action runs (0..22); clipped, so any action gives a valid index."""
+    return jnp.clip(jnp.asarray(action, jnp.int32) - C.FIRST_PROGRAM_ACTION, 0,
+                    C.NUM_PROGRAMS - 1)
+
+
+def run_program(key, state: S.GameState, action):
+    """The program branch of `resolve`: `programs.apply` for the action's program, its state
+    without the UNDO buffer (no program rewrites it). Run apart by the batched env step."""
+    programmed, outcome = programs.apply(key, state, program_index(action))
+    return programmed.replace(history=None), outcome
+
+
+def resolve(key, state: S.GameState, action, program_result=None):
     """Resolve any of the 28 actions (§5 step 2); returns (state, ActionOutcome).
 
     A failed action (§4.4) reports `failed` and returns the input state unchanged. Program
     failure is the §4.3 mask itself (owned, affordable, applicable) or whatever the program
-    reports; paying and the effect happen in `programs.apply`.
+    reports; paying and the effect happen in `programs.apply`. `program_result`, if given, is
+    `run_program(key, state, action)` computed elsewhere (only needed when the action is a
+    program).
     """
     action = jnp.asarray(action, jnp.int32)
     is_move = action < C.NUM_DIRECTIONS
     is_siphon = action == C.ACTION_SIPHON
     is_program = action >= C.FIRST_PROGRAM_ACTION
-    program_index = jnp.clip(action - C.FIRST_PROGRAM_ACTION, 0, C.NUM_PROGRAMS - 1)
 
     moved, move_outcome = _move_or_attack(state, jnp.clip(action, 0, C.NUM_DIRECTIONS - 1))
     siphoned, siphon_outcome = _siphon(state)
-    programmed, program_outcome = programs.apply(key, state, program_index)
+    programmed, program_outcome = (run_program(key, state, action) if program_result is None
+                                   else program_result)
     program_allowed = jnp.any(action_mask.program_mask(state)
-                              & (jnp.arange(C.NUM_PROGRAMS) == program_index))
+                              & (jnp.arange(C.NUM_PROGRAMS) == program_index(action)))
     program_outcome = program_outcome._replace(failed=program_outcome.failed | ~program_allowed)
 
     predicates = (is_move, is_siphon, is_program)

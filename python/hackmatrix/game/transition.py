@@ -20,6 +20,7 @@ from hackmatrix.game import actions
 from hackmatrix.game import constants as C
 from hackmatrix.game import enemy_turn
 from hackmatrix.game import observation
+from hackmatrix.game import outcome as O
 from hackmatrix.game import reward
 from hackmatrix.game import spawning
 from hackmatrix.game import state as S
@@ -44,25 +45,57 @@ def reset(key):
     return state, observation.observe(state)
 
 
-def step_before_generation(key, state: S.GameState, action) -> StepBeforeGeneration:
-    """One step (§5) without the stage generation; see `StepBeforeGeneration`."""
+def run_program(key, state: S.GameState, action):
+    """The program branch of the step with this key: `actions.run_program` with the key the
+    step's action resolution uses. For running programs apart (`resolve_action`)."""
+    resolve_key = spawning.split_key(key, 3)[0]
+    return actions.run_program(resolve_key, state, action)
+
+
+class ActionResolved(NamedTuple):
+    """A step up to its enemy turn (§5.1-§5.3): what `before_generation` finishes."""
+    start: reward.Before
+    state: S.GameState          # after the action and the stage advance
+    outcome: O.ActionOutcome
+    action: jax.Array
+    stage_completed: jax.Array  # bool
+    generates: jax.Array        # bool
+    won: jax.Array              # bool (before the validity check)
+    generation_key: jax.Array
+    enemy_key: jax.Array
+
+
+def resolve_action(key, state: S.GameState, action, program_result=None) -> ActionResolved:
+    """§5.1-§5.3: the reward's starting point, the action, the stage advance.
+
+    `program_result`, if given, is `run_program(key, state, action)` computed elsewhere (the
+    batched env step runs programs only for the envs whose action is one).
+    """
     action = jnp.asarray(action, jnp.int32)
     resolve_key, generation_key, enemy_key = spawning.split_key(key, 3)
+    start = reward.before(state)                                                       # §5.1
+    resolved, outcome = actions.resolve(resolve_key, state, action, program_result)    # §5.2
+    stage_completed = ~outcome.failed & outcome.exit_reached
+    staged, generates, won = worldgen.advance_stage(resolved, stage_completed)         # §5.3
+    return ActionResolved(start, staged, outcome, action, stage_completed, generates, won,
+                          generation_key, enemy_key)
 
-    start = reward.before(state)                                               # §5.1
-    resolved, outcome = actions.resolve(resolve_key, state, action)            # §5.2
+
+def before_generation(resolved: ActionResolved, enemy_loop_bounds=None) -> StepBeforeGeneration:
+    """§5.4-§5.5: the enemy turn, reward and done. `enemy_loop_bounds`: see
+    `enemy_turn.acting_counts` (None: the capacity)."""
+    outcome, stage_completed, won = resolved.outcome, resolved.stage_completed, resolved.won
     valid = ~outcome.failed
-    stage_completed = valid & outcome.exit_reached
-    staged, generates, won = worldgen.advance_stage(resolved, stage_completed)     # §5.3
     # The enemy turn never follows a completion (§5), so generating after it is the same as
     # generating before it.
     enemy_turn_follows = valid & outcome.enemy_turn_follows & ~stage_completed
-    after = enemy_turn.run(enemy_key, staged, enemy_turn_follows)               # §5.4
+    after = enemy_turn.run(resolved.enemy_key, resolved.state, enemy_turn_follows,    # §5.4
+                           enemy_loop_bounds)
 
     # §5.5 reward and done. An invalid action scores exactly 0 and leaves the state as it was:
     # `resolve` returns it unchanged, and neither stage completion nor the enemy turn runs.
-    values = jnp.where(valid, reward.components(start, after, outcome, action, stage_completed,
-                                                won), 0.0)
+    values = jnp.where(valid, reward.components(resolved.start, after, outcome, resolved.action,
+                                                stage_completed, won), 0.0)
     won = valid & won
     death = valid & (after.core.hp == 0)
     info = {
@@ -74,9 +107,15 @@ def step_before_generation(key, state: S.GameState, action) -> StepBeforeGenerat
         "death": death,
         "won": won,
     }
-    return StepBeforeGeneration(state=after, generates=generates, generation_key=generation_key,
+    return StepBeforeGeneration(state=after, generates=resolved.generates,
+                                generation_key=resolved.generation_key,
                                 reward=reward.total(values), done=~valid | death | won,
                                 info=info)
+
+
+def step_before_generation(key, state: S.GameState, action) -> StepBeforeGeneration:
+    """One step (§5) without the stage generation; see `StepBeforeGeneration`."""
+    return before_generation(resolve_action(key, state, action))
 
 
 def select_generated(use_generated, generated: S.GameState, generation_input: S.GameState,

@@ -226,6 +226,92 @@ def _restore_runner(fresh, saved: dict, config: TrainConfig, keep_optimizer: boo
     return fresh._replace(train=train, envs=envs, rng=rng)
 
 
+def _without_weak_types(tree):
+    """`tree` with weakly typed leaves (from Python scalars) made strong: a fresh runner, a
+    restored one (checkpoint leaves are strongly typed) and the chunk's own output then all have
+    the one signature `run_chunk` is compiled for. Works on arrays and on ShapeDtypeStructs."""
+    import jax
+
+    def strong(leaf):
+        if isinstance(leaf, jax.ShapeDtypeStruct):
+            return jax.ShapeDtypeStruct(leaf.shape, leaf.dtype)
+        if getattr(leaf, "weak_type", False):
+            return jax.lax.convert_element_type(leaf, leaf.dtype)
+        return leaf
+    return jax.tree.map(strong, tree)
+
+
+def _run_init(lowered_init, key, cancelled):
+    """The fresh RunnerState, or None when `cancelled` was set during init's XLA compile."""
+    import jax
+    compiled = lowered_init.compile()
+    return None if cancelled.is_set() else jax.block_until_ready(compiled(key))
+
+
+def _compile_chunk(trainer, template, schedule, cancelled):
+    """The compiled `run_chunk`, or None when `cancelled` was set before its XLA compile began."""
+    import jax.numpy as jnp
+    lowered = trainer.run_chunk.lower(template, jnp.int32(0), schedule)
+    return None if cancelled.is_set() else lowered.compile()
+
+
+def _wait_through_interrupts(future) -> None:
+    """Wait for `future` however often SIGINT arrives. An XLA compile cannot be cut short, and
+    the interpreter must not exit while one runs: that crashes it (SIGSEGV), and a SIGINT while
+    it joined a still-running worker at exit would print a traceback."""
+    while True:
+        try:
+            future.exception()
+            return
+        except KeyboardInterrupt:
+            continue
+
+
+def _build_runner_and_chunk(trainer, schedule, key, saved, config, keep_optimizer, say):
+    """(runner, compiled run_chunk), compiled in two worker threads at once: `run_chunk` against
+    the runner's shapes (from tracing `init`), and `init`, which is also run. XLA compiles outside
+    the GIL, so the two overlap. A checkpoint is checked against those shapes before any compile
+    starts, so a bad one fails at once. The compiles run off the main thread because there
+    SIGINT would abandon a compile still running (exiting then crashes); instead an exception
+    (SIGINT's KeyboardInterrupt included) reaches the caller as itself once no compile runs."""
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    import jax
+
+    init = jax.jit(trainer.init).trace(key)
+    template = _without_weak_types(init.out_info)
+    restored = (None if saved is None
+                else _restore_runner(template, saved, config, keep_optimizer, say))
+    # A resume takes from `init` only what the checkpoint cannot give (new envs, a reset optimizer).
+    needs_init = restored is None or any(
+        isinstance(leaf, jax.ShapeDtypeStruct) for leaf in jax.tree.leaves(restored))
+    # Lowered here, before the chunk's tracing starts: both are Python work, which in two threads
+    # would only take turns at the GIL. Init's XLA compile then overlaps the chunk's tracing.
+    lowered_init = init.lower() if needs_init else None
+    cancelled = threading.Event()
+    pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="compile")
+    jobs = []
+    try:
+        if needs_init:
+            jobs.append(pool.submit(_run_init, lowered_init, key, cancelled))
+        jobs.append(pool.submit(_compile_chunk, trainer, template, schedule, cancelled))
+        results = [job.result() for job in jobs]  # init's failure first, as when run in turn
+    except BaseException:  # e.g. SIGINT: skip what has not begun, wait out what has
+        cancelled.set()
+        for job in jobs:
+            _wait_through_interrupts(job)
+        raise
+    finally:
+        pool.shutdown(wait=False)
+    run_chunk, runner = results[-1], restored
+    if needs_init:
+        runner = results[0] if restored is None else jax.tree.map(
+            lambda kept, fresh: fresh if isinstance(kept, jax.ShapeDtypeStruct) else kept,
+            restored, results[0])
+    return _without_weak_types(runner), run_chunk
+
+
 def _checkpoint_state(runner, *, config, network, run_name, update, timesteps, wandb_run_id) -> dict:
     import jax
     host = jax.device_get(runner)
@@ -366,11 +452,9 @@ def _train(args) -> int:
     trainer = make_trainer(config, env, env_params)
 
     compile_start = time.perf_counter()
-    runner = jax.jit(trainer.init)(jax.random.PRNGKey(config.seed))
-    if saved is not None:
-        runner = _restore_runner(runner, saved, config, args.keep_optimizer, say)
     schedule = make_schedule(config)
-    run_chunk = trainer.run_chunk.lower(runner, jnp.int32(0), schedule).compile()
+    runner, run_chunk = _build_runner_and_chunk(trainer, schedule, jax.random.PRNGKey(config.seed),
+                                                saved, config, args.keep_optimizer, say)
     compile_seconds = time.perf_counter() - compile_start
     say(f"[compile] {compile_seconds:.1f}s (updates_per_chunk={config.updates_per_chunk})")
 

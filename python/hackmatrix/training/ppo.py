@@ -1,6 +1,8 @@
 """Action-masked PPO in the PureJaxRL style.
 
-`make_trainer(config, env, env_params)` returns pure functions:
+`make_trainer(config, env, env_params)` returns pure functions. `env` is gymnax-style with the
+batched pair `batch_reset(keys, params)` / `batch_step(keys, states, actions, params)` (the
+HackMatrix env runs programs and stage generation only for the envs that need them there):
   init(key) -> RunnerState
   run_chunk(runner, num_active, schedule) -> (runner, metrics): `config.updates_per_chunk` PPO
       updates in one jitted `lax.scan`; only the first `num_active` run (the rest pass the state
@@ -140,11 +142,9 @@ def make_trainer(config: TrainConfig, env, env_params) -> Trainer:
     num_envs, num_steps = config.num_envs, config.num_steps
     batch_size, minibatch_size = config.batch_size, config.minibatch_size
 
-    vmapped_reset = jax.vmap(env.reset, in_axes=(0, None))
-    vmapped_step = jax.vmap(env.step, in_axes=(0, 0, 0, None))
 
     def init_envs(key: jax.Array) -> EnvBatch:
-        obs, env_state = vmapped_reset(jax.random.split(key, num_envs), env_params)
+        obs, env_state = env.batch_reset(jax.random.split(key, num_envs), env_params)
         return EnvBatch(env_state, obs, jnp.zeros(num_envs, jnp.float32),
                         jnp.zeros(num_envs, jnp.int32))
 
@@ -163,7 +163,7 @@ def make_trainer(config: TrainConfig, env, env_params) -> Trainer:
         logits, value = network.apply(params, envs.obs.features)
         action = distribution.sample(action_key, logits, envs.obs.action_mask)
         action_log_prob = distribution.log_prob(logits, envs.obs.action_mask, action)
-        next_obs, env_state, reward, done, info = vmapped_step(
+        next_obs, env_state, reward, done, info = env.batch_step(
             jax.random.split(step_key, num_envs), envs.env_state, action, env_params)
 
         episode_return = envs.episode_return + reward

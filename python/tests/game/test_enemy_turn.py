@@ -259,3 +259,28 @@ def test_no_enemy_turn_leaves_the_state_unchanged():
     out = run(state, follows=False)
     for a, b in zip(jax.tree_util.tree_leaves(out), jax.tree_util.tree_leaves(state)):
         assert np.array_equal(a, b)
+
+
+# ------------------------------------------------------------------------------------------
+# Loop bounds: the loop may stop after the acting enemies (the batched env step relies on it).
+
+def test_enemy_loop_stopping_after_the_acting_enemies_changes_nothing():
+    from test_fuzz import random_scenario
+    states = jax.vmap(random_scenario)(jax.random.split(jax.random.PRNGKey(7), 64))
+    keys = jax.random.split(jax.random.PRNGKey(8), 64)
+    counts = jax.vmap(enemy_turn.acting_counts)(states)
+    assert int(counts[:, 0].max()) >= 3 and int(counts[:, 1].max()) >= 1
+
+    @jax.jit
+    def both(keys, states, counts):
+        full = jax.vmap(enemy_turn.run, in_axes=(0, 0, None))(keys, states, True)
+        tight = jax.vmap(enemy_turn.run, in_axes=(0, 0, None, 0))(keys, states, True, counts)
+        return full, tight
+
+    full, tight = both(keys, states, counts)
+    for a, b in zip(jax.tree_util.tree_leaves(full), jax.tree_util.tree_leaves(tight),
+                    strict=True):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    # The enemies did act: some moved, and the player took hits somewhere.
+    assert bool(jnp.any(full.core.enemies.row != states.core.enemies.row))
+    assert bool(jnp.any(full.core.hp < states.core.hp))

@@ -188,3 +188,44 @@ def test_resume_with_another_num_envs_resets_the_optimizer_unless_kept(tmp_path)
     assert messages == []
     for restored, stored in zip(jax.tree.leaves(runner.train.opt_state), saved_opt_leaves):
         np.testing.assert_array_equal(restored, stored)
+
+
+
+@pytest.mark.parametrize("failing, other, error, expected_line", [
+    ("_compile_chunk", "_run_init", RuntimeError("chunk compile failed\nsecond line"),
+     "error: RuntimeError: chunk compile failed"),
+    ("_run_init", "_compile_chunk", KeyboardInterrupt(),
+     "error: interrupted outside a chunk boundary; nothing saved"),
+])
+def test_compile_phase_errors_reach_main_as_before_after_the_other_compile_ends(
+        tmp_path, capsys, monkeypatch, failing, other, error, expected_line):
+    # init and run_chunk compile in worker threads; an error in one (a SIGINT in the main
+    # thread included) must give the usual one-line error and exit code, and only once the
+    # other worker has finished (exiting with an XLA compile still running crashes).
+    real_failing, real_other, finished = getattr(cli, failing), getattr(cli, other), []
+    def fail(*args):
+        real_failing(*args)
+        raise error
+    def record(*args):
+        result = real_other(*args)
+        finished.append(other)
+        return result
+    monkeypatch.setattr(cli, failing, fail)
+    monkeypatch.setattr(cli, other, record)
+    assert train(tmp_path, "failing") == cli.EXIT_FAILURE
+    assert finished == [other]
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(expected_line), err
+    assert not ckpt.list_checkpoints(tmp_path / "failing")
+
+def test_runner_and_chunk_signatures_ignore_weak_types():
+    import jax
+    import jax.numpy as jnp
+
+    tree = {"weak": jnp.asarray(1.0), "strong": jnp.float32(2.0),
+            "shape": jax.ShapeDtypeStruct((3,), jnp.float32, weak_type=True)}
+    assert tree["weak"].weak_type
+    strong = cli._without_weak_types(tree)
+    assert not strong["weak"].weak_type and strong["weak"].dtype == jnp.float32
+    assert strong["strong"] is tree["strong"]
+    assert strong["shape"] == jax.ShapeDtypeStruct((3,), jnp.float32)

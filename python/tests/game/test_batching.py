@@ -1,0 +1,75 @@
+"""The batched env step: `compacted_map` and `HackMatrixEnv.batch_step` == `vmap(step)`, bit for bit.
+
+With 8 envs the chunk holds one env, so every step with two or more programs or generations
+runs several chunks; random scenarios own programs, so programs, stage completions and deaths
+all occur.
+"""
+
+import chex
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from hackmatrix.game import action_mask, batching
+from hackmatrix.game import constants as C
+from hackmatrix.game.env import EnvState, HackMatrixEnv
+from test_fuzz import random_scenario
+
+ENV = HackMatrixEnv()
+NUM_ENVS = 8
+NUM_STEPS = 24
+
+
+def test_compacted_map_runs_fn_exactly_on_needed_rows():
+    calls = []
+
+    def fn(x, y):
+        calls.append(None)  # traced once: vmapped over a chunk
+        return x * 10 + y, -x
+
+    @jax.jit
+    def run(needed, x, y):
+        fallback = (jnp.full_like(x, -1), jnp.zeros_like(x))
+        return batching.compacted_map(fn, needed, (x, y), fallback, size=3)
+
+    x = jnp.arange(10, dtype=jnp.int32)
+    y = jnp.arange(10, 20, dtype=jnp.int32)
+    for needed in ([0, 1, 1, 0, 1, 1, 1, 0, 1, 1],   # 7 needed: three chunks of 3
+                   [0] * 10,                         # none: no chunk runs
+                   [1] * 10,                         # all
+                   [1, 0, 0, 0, 0, 0, 0, 0, 0, 0]):  # one: a partial chunk
+        needed = np.asarray(needed, bool)
+        mapped, negated = run(jnp.asarray(needed), x, y)
+        np.testing.assert_array_equal(mapped, np.where(needed, x * 10 + y, -1))
+        np.testing.assert_array_equal(negated, np.where(needed, -x, 0))
+    assert len(calls) == 1
+    assert batching.chunk_size(1) == 1 and batching.chunk_size(1024) == 1024 // 16
+
+
+@jax.jit
+@chex.assert_max_traces(n=1)
+def _both_steps(keys, states, actions):
+    return jax.vmap(ENV.step)(keys, states, actions), ENV.batch_step(keys, states, actions)
+
+
+def test_batch_step_equals_vmapped_step_bit_for_bit():
+    games = jax.jit(jax.vmap(random_scenario))(jax.random.split(jax.random.PRNGKey(3), NUM_ENVS))
+    states = EnvState(game=games, time=jnp.zeros((NUM_ENVS,), jnp.int32))
+    masks = jax.vmap(action_mask.valid_actions)(games)
+    key = jax.random.PRNGKey(5)
+    programs = generations = 0
+    for _ in range(NUM_STEPS):
+        key, action_key, step_key = jax.random.split(key, 3)
+        noise = jax.random.uniform(action_key, masks.shape)
+        actions = jnp.argmax(jnp.where(masks, noise, -1.0), axis=-1).astype(jnp.int32)
+        plain, batched = _both_steps(jax.random.split(step_key, NUM_ENVS), states, actions)
+        for a, b in zip(jax.tree_util.tree_leaves(plain), jax.tree_util.tree_leaves(batched),
+                        strict=True):
+            assert a.dtype == b.dtype
+            np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+        obs, next_states, _, done, _ = batched
+        programs += int(jnp.sum(actions >= C.FIRST_PROGRAM_ACTION))
+        generations += int(jnp.sum(done | (next_states.game.stage != states.game.stage)))
+        states, masks = next_states, obs.action_mask
+    # The comparison covered both compacted branches, several at once in some steps.
+    assert programs >= 2 * NUM_STEPS // 4 and generations >= 2
