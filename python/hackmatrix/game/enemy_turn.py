@@ -106,8 +106,13 @@ _CELL_BITS = 0x3F
 _SLOT_BITS = (1 << 18) - 1  # the slot word without per-phase and decision bits
 
 
+def _ready(enemies: S.Enemies):
+    """bool[K]: active, not disabled and not stunned (may act this turn, §8 step 4)."""
+    return enemies.active & (enemies.disabled_turns <= 0) & ~enemies.stunned
+
+
 def _pack(enemies: S.Enemies):
-    ready = enemies.active & (enemies.disabled_turns <= 0) & ~enemies.stunned
+    ready = _ready(enemies)
     return (enemies.row | (enemies.col << _COL_SHIFT) | (enemies.kind << _KIND_SHIFT)
             | jnp.where(ready, _READY_BIT, 0) | jnp.where(enemies.active, _ACTIVE_BIT, 0)
             | (jnp.arange(enemies.active.shape[0]) << _INDEX_SHIFT)).astype(jnp.int32)
@@ -153,7 +158,7 @@ def acting_counts(state: S.GameState):
     step 4; hatchlings are disabled, so hatching adds none). A batch's maximum is a valid
     `loop_bounds` for all of its states (`run`)."""
     enemies = state.core.enemies
-    ready = enemies.active & (enemies.disabled_turns <= 0) & ~enemies.stunned
+    ready = _ready(enemies)
     speed = _speed(enemies.kind)
     return jnp.stack([jnp.sum(ready & (phase < speed), dtype=jnp.int32)
                       for phase in range(_MAX_SPEED)])
@@ -187,7 +192,7 @@ def _enemy_actions(key, core: S.Core, loop_bounds=None):
         e_row, e_col = word & 7, (word >> _COL_SHIFT) & 7
         e_kind = (word >> _KIND_SHIFT) & 3
         active = (word & _ACTIVE_BIT) != 0
-        acts = ((word & (_READY_BIT | _ATTACKED_BIT)) == _READY_BIT) & (phase < _speed(e_kind))
+        acts = _can_act(word, phase)
         adjacent = jnp.abs(e_row - p_row) + jnp.abs(e_col - p_col) == 1
         new_row, new_col = pathfinding.enemy_move(
             e_row, e_col, e_kind == C.GLITCH, p_row, p_col, block_board,
