@@ -190,7 +190,6 @@ def test_resume_with_another_num_envs_resets_the_optimizer_unless_kept(tmp_path)
         np.testing.assert_array_equal(restored, stored)
 
 
-
 @pytest.mark.parametrize("failing, other, error, expected_line", [
     ("_compile_chunk", "_run_init", RuntimeError("chunk compile failed\nsecond line"),
      "error: RuntimeError: chunk compile failed"),
@@ -217,6 +216,7 @@ def test_compile_phase_errors_reach_main_as_before_after_the_other_compile_ends(
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith(expected_line), err
     assert not ckpt.list_checkpoints(tmp_path / "failing")
+
 
 def test_runner_and_chunk_signatures_ignore_weak_types():
     import jax
