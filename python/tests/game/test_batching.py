@@ -10,6 +10,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from hackmatrix.bench.env import random_valid_action
 from hackmatrix.game import action_mask, batching
 from hackmatrix.game import constants as C
 from hackmatrix.game.env import EnvState, HackMatrixEnv
@@ -60,8 +61,7 @@ def test_batch_step_equals_vmapped_step_bit_for_bit():
     programs = generations = 0
     for _ in range(NUM_STEPS):
         key, action_key, step_key = jax.random.split(key, 3)
-        noise = jax.random.uniform(action_key, masks.shape)
-        actions = jnp.argmax(jnp.where(masks, noise, -1.0), axis=-1).astype(jnp.int32)
+        actions = random_valid_action(action_key, masks).astype(jnp.int32)
         plain, batched = _both_steps(jax.random.split(step_key, NUM_ENVS), states, actions)
         for a, b in zip(jax.tree_util.tree_leaves(plain), jax.tree_util.tree_leaves(batched),
                         strict=True):

@@ -9,6 +9,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from hackmatrix.bench.env import random_valid_action
 from hackmatrix.game import constants as C
 from hackmatrix.game import action_mask, history, transition, worldgen
 from hackmatrix.game import state as S
@@ -103,7 +104,7 @@ def _fuzz_step(carry, key):
     state = jax.tree_util.tree_map(lambda a, b: jnp.where(needs_reset, a, b),
                                    random_scenario(reset_key), state)
     mask = action_mask.valid_actions(state)
-    action = jnp.argmax(jnp.where(mask, jax.random.uniform(action_key, (C.NUM_ACTIONS,)), -1.0))
+    action = random_valid_action(action_key, mask)
     new_state, obs, reward, done, info = transition.step(step_key, state, action)
     components = jnp.stack([info["reward_components"][n] for n in C.REWARD_COMPONENTS])
     finite = (jnp.isfinite(reward) & jnp.all(jnp.isfinite(components))
