@@ -2,7 +2,8 @@
 
 For each num_envs it also measures a network-only bound: the same PPO update (same code, same
 shapes) fed with stored observations by a replay env whose step is a table lookup, so the
-difference to the real run is the cost of stepping the game.
+difference to the real run is the cost of stepping the game. The timed chunks of the real run
+and the bound alternate, so the shared machine's slow spells hit both.
 """
 
 from __future__ import annotations
@@ -72,26 +73,45 @@ def record_replay(env, env_params, seed: int = 0) -> ReplayEnv:
                      np.asarray(done), np.asarray(components))
 
 
-def measure(config: TrainConfig, env, env_params, repeats: int) -> dict:
-    """Compile seconds, first-update seconds and median steady-state SPS for one config."""
-    from hackmatrix.training.ppo import make_schedule, make_trainer
-    start = time.perf_counter()
-    trainer = make_trainer(config, env, env_params)
-    runner = jax.jit(trainer.init)(jax.random.PRNGKey(0))
-    schedule = make_schedule(config)
-    run_chunk = trainer.run_chunk.lower(runner, jnp.int32(0), schedule).compile()
-    compile_seconds = time.perf_counter() - start
-    runner, metrics = run_chunk(runner, jnp.int32(1), schedule)
-    jax.block_until_ready(metrics)
-    first_update_seconds = time.perf_counter() - start
-    sps = []
-    for _ in range(repeats):
-        chunk_start = time.perf_counter()
-        runner, metrics = run_chunk(runner, jnp.int32(config.updates_per_chunk), schedule)
+class _Prepared:
+    """One config compiled for one env, ready to time update chunks."""
+
+    def __init__(self, config: TrainConfig, env, env_params):
+        from hackmatrix.training.ppo import make_schedule, make_trainer
+        self.config = config
+        start = time.perf_counter()
+        trainer = make_trainer(config, env, env_params)
+        self.runner = jax.jit(trainer.init)(jax.random.PRNGKey(0))
+        self.schedule = make_schedule(config)
+        self.run_chunk = trainer.run_chunk.lower(self.runner, jnp.int32(0),
+                                                 self.schedule).compile()
+        self.compile_s = time.perf_counter() - start
+        self.runner, metrics = self.run_chunk(self.runner, jnp.int32(1), self.schedule)
         jax.block_until_ready(metrics)
-        sps.append(config.updates_per_chunk * config.batch_size / (time.perf_counter() - chunk_start))
-    return {"compile_s": compile_seconds, "first_update_s": first_update_seconds,
-            "sps": statistics.median(sps), "sps_all": sps}
+        self.first_update_s = time.perf_counter() - start
+        self.sps = []
+
+    def time_chunk(self):
+        start = time.perf_counter()
+        self.runner, metrics = self.run_chunk(self.runner, jnp.int32(self.config.updates_per_chunk),
+                                              self.schedule)
+        jax.block_until_ready(metrics)
+        self.sps.append(self.config.updates_per_chunk * self.config.batch_size
+                        / (time.perf_counter() - start))
+
+
+def measure(config: TrainConfig, env, env_params, repeats: int, replay=None):
+    """Compile seconds, first-update seconds and median steady-state SPS for one config, for
+    the real env and (if given) the replay env. The timed chunks of the two alternate, so a
+    slow spell of the shared machine hits both and the overhead ratio stays meaningful."""
+    runs = [_Prepared(config, env, env_params)]
+    if replay is not None:
+        runs.append(_Prepared(config, replay, env_params))
+    for _ in range(repeats):
+        for run in runs:
+            run.time_chunk()
+    return [{"compile_s": run.compile_s, "first_update_s": run.first_update_s,
+             "sps": statistics.median(run.sps), "sps_all": run.sps} for run in runs]
 
 
 def main(argv=None) -> int:
@@ -127,12 +147,13 @@ def main(argv=None) -> int:
                            num_layers=args.num_layers, log_interval=args.updates,
                            total_timesteps=10**9, **explicit)
         config, _ = auto_scale_for_batch_size(base, frozenset(explicit))
-        full = measure(config, env, env_params, args.repeats)
+        results = measure(config, env, env_params, args.repeats, replay)
+        full = results[0]
         line = (f"{num_envs:>8} {config.batch_size:>8} {config.num_minibatches:>3} "
                 f"{config.update_epochs:>3} {full['compile_s']:>9.1f} {full['first_update_s']:>11.1f} "
                 f"{full['sps']:>10.0f}")
         if replay is not None:
-            bound = measure(config, replay, env_params, args.repeats)
+            bound = results[1]
             overhead = bound["sps"] / full["sps"] - 1.0
             line += f" {bound['sps']:>12.0f} {overhead:>15.1%}"
         print(line, flush=True)
