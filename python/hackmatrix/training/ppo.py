@@ -142,7 +142,6 @@ def make_trainer(config: TrainConfig, env, env_params) -> Trainer:
     num_envs, num_steps = config.num_envs, config.num_steps
     batch_size, minibatch_size = config.batch_size, config.minibatch_size
 
-
     def init_envs(key: jax.Array) -> EnvBatch:
         obs, env_state = env.batch_reset(jax.random.split(key, num_envs), env_params)
         return EnvBatch(env_state, obs, jnp.zeros(num_envs, jnp.float32),
