@@ -1,6 +1,7 @@
-"""Benchmarks: `benchmark.py env [...]` (environment throughput) or `benchmark.py train [...]`.
+"""Benchmarks: `benchmark.py env|train|kernels [...]` (env throughput, training throughput,
+where the compiled env step's kernels come from).
 
-A thin dispatcher; the bodies live in hackmatrix.bench.env and hackmatrix.bench.train. Each is
+A thin dispatcher; the bodies live in hackmatrix.bench.env, .train and .kernels. Each is
 imported only when chosen, so `env` works without the training code.
 """
 
@@ -8,15 +9,19 @@ import argparse
 import importlib
 import sys
 
+from hackmatrix.tools.cli import ArgumentParser
+
 COMMANDS = {
     "env": ("hackmatrix.bench.env", "env-steps/s of vmapped random-valid-action rollouts"),
     "train": ("hackmatrix.bench.train", "PPO training throughput"),
+    "kernels": ("hackmatrix.bench.kernels",
+                "kernels and fused operations of the compiled env step, by game function"),
 }
 
 
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = ArgumentParser(prog="benchmark.py", description=__doc__.splitlines()[0])
     parser.add_argument("command", choices=sorted(COMMANDS),
                         help="; ".join(f"{name}: {text}" for name, (_, text) in COMMANDS.items()))
     parser.add_argument("args", nargs=argparse.REMAINDER,

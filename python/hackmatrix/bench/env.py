@@ -10,15 +10,16 @@ of time) is reported separately from the median of the timed runs.
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import time
 
 import jax
 import jax.numpy as jnp
 
+from hackmatrix.bench.arguments import positive_int
 from hackmatrix.game import constants as C
 from hackmatrix.game.env import HackMatrixEnv
+from hackmatrix.tools.cli import ArgumentParser
 
 DEFAULT_NUM_ENVS = (1, 64, 256, 1024, 4096)
 SCAN_STEPS = 128
@@ -78,13 +79,14 @@ def measure(num_envs: int, repeats: int = 5, scan_steps: int = SCAN_STEPS,
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(
+    parser = ArgumentParser(
         prog="benchmark.py env",
         description=f"HackMatrix env throughput: {SCAN_STEPS}-step scans of vmapped auto-resetting "
                     "steps with random valid actions.")
-    parser.add_argument("--num-envs", type=int, nargs="+", default=list(DEFAULT_NUM_ENVS))
-    parser.add_argument("--repeats", type=int, default=5, help="timed runs per size (median)")
-    parser.add_argument("--scan-steps", type=int, default=SCAN_STEPS)
+    parser.add_argument("--num-envs", type=positive_int, nargs="+", default=list(DEFAULT_NUM_ENVS))
+    parser.add_argument("--repeats", type=positive_int, default=5,
+                        help="timed runs per size (median)")
+    parser.add_argument("--scan-steps", type=positive_int, default=SCAN_STEPS)
     parser.add_argument("--plain-vmap", action="store_true",
                         help="step with jax.vmap(env.step) instead of env.batch_step")
     args = parser.parse_args(argv)

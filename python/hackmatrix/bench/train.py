@@ -8,7 +8,6 @@ and the bound alternate, so the shared machine's slow spells hit both.
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import statistics
 import time
@@ -17,8 +16,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from hackmatrix.bench.arguments import positive_int, positive_int_list
+from hackmatrix.tools.cli import ArgumentParser
 from hackmatrix.training import distribution
-from hackmatrix.training.config import TrainConfig, auto_scale_for_batch_size
+from hackmatrix.training.config import (ConfigError, TrainConfig, auto_scale_for_batch_size,
+                                        validate)
 
 REPLAY_LENGTH = 256
 
@@ -115,20 +117,33 @@ def measure(config: TrainConfig, env, env_params, repeats: int, replay=None):
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="benchmark.py train", description=__doc__)
-    parser.add_argument("--num-envs", default="64,256,1024",
+    parser = ArgumentParser(prog="benchmark.py train", description=__doc__)
+    parser.add_argument("--num-envs", type=positive_int_list, default=[64, 256, 1024],
                         help="comma-separated env counts (default 64,256,1024)")
-    parser.add_argument("--num-steps", type=int, default=128)
-    parser.add_argument("--hidden-dim", type=int, default=256)
-    parser.add_argument("--num-layers", type=int, default=2)
-    parser.add_argument("--num-minibatches", type=int, help="default: auto-scaled from 4")
-    parser.add_argument("--update-epochs", type=int, help="default: auto-scaled from 4")
-    parser.add_argument("--updates", type=int, default=2, help="updates per timed chunk (default 2)")
-    parser.add_argument("--repeats", type=int, default=3, help="timed chunks; the median is shown")
+    parser.add_argument("--num-steps", type=positive_int, default=128)
+    parser.add_argument("--hidden-dim", type=positive_int, default=256)
+    parser.add_argument("--num-layers", type=positive_int, default=2)
+    parser.add_argument("--num-minibatches", type=positive_int, help="default: auto-scaled from 4")
+    parser.add_argument("--update-epochs", type=positive_int, help="default: auto-scaled from 4")
+    parser.add_argument("--updates", type=positive_int, default=2, help="updates per timed chunk (default 2)")
+    parser.add_argument("--repeats", type=positive_int, default=3, help="timed chunks; the median is shown")
     parser.add_argument("--use-cache", action="store_true",
                         help="allow the persistent compilation cache (default off: cold compiles)")
     parser.add_argument("--skip-network-only", action="store_true")
     args = parser.parse_args(argv)
+    explicit = {name: getattr(args, name) for name in ("num_minibatches", "update_epochs")
+                if getattr(args, name) is not None}
+    configs = []
+    for num_envs in args.num_envs:
+        base = TrainConfig(num_envs=num_envs, num_steps=args.num_steps, hidden_dim=args.hidden_dim,
+                           num_layers=args.num_layers, log_interval=args.updates,
+                           total_timesteps=10**9, **explicit)
+        config, _ = auto_scale_for_batch_size(base, frozenset(explicit))
+        try:
+            validate(config)
+        except ConfigError as error:
+            parser.error(str(error))
+        configs.append(config)
     if not args.use_cache:
         jax.config.update("jax_enable_compilation_cache", False)
 
@@ -140,16 +155,10 @@ def main(argv=None) -> int:
           f"hidden={args.hidden_dim}x{args.num_layers} num_steps={args.num_steps}")
     print(f"{'num_envs':>8} {'batch':>8} {'mb':>3} {'ep':>3} {'compile_s':>9} {'first_upd_s':>11} "
           f"{'train_sps':>10} {'net_only_sps':>12} {'rollout_overhead':>16}")
-    explicit = {name: getattr(args, name) for name in ("num_minibatches", "update_epochs")
-                if getattr(args, name) is not None}
-    for num_envs in (int(n) for n in args.num_envs.split(",")):
-        base = TrainConfig(num_envs=num_envs, num_steps=args.num_steps, hidden_dim=args.hidden_dim,
-                           num_layers=args.num_layers, log_interval=args.updates,
-                           total_timesteps=10**9, **explicit)
-        config, _ = auto_scale_for_batch_size(base, frozenset(explicit))
+    for config in configs:
         results = measure(config, env, env_params, args.repeats, replay)
         full = results[0]
-        line = (f"{num_envs:>8} {config.batch_size:>8} {config.num_minibatches:>3} "
+        line = (f"{config.num_envs:>8} {config.batch_size:>8} {config.num_minibatches:>3} "
                 f"{config.update_epochs:>3} {full['compile_s']:>9.1f} {full['first_update_s']:>11.1f} "
                 f"{full['sps']:>10.0f}")
         if replay is not None:

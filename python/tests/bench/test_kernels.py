@@ -1,0 +1,78 @@
+"""`benchmark.py kernels` attribution and the benchmark CLIs' argument checks."""
+
+import argparse
+
+import jax
+import jax.numpy as jnp
+import pytest
+
+from hackmatrix.bench import kernels
+from hackmatrix.bench.arguments import positive_int, positive_int_list
+
+
+def _two_scoped_outputs(x):
+    # Each output is its own elementwise kernel (XLA:CPU has no multi-output fusion); the outer
+    # scope nests the inner one.
+    with jax.named_scope("outer.total"):
+        total = x * 3 + 1
+        with jax.named_scope("inner.peak"):
+            peak = x ^ (x >> 2)
+    return total, peak
+
+
+@pytest.fixture(scope="module")
+def scoped_hlo():
+    x = jnp.arange(8 * 36, dtype=jnp.int32).reshape(8, 36)
+    return jax.jit(_two_scoped_outputs).lower(x).compile().as_text()
+
+
+def test_by_scope_attributes_each_fusion_to_its_named_scope(scoped_hlo):
+    rows = {row.scope: row for row in kernels.by_scope(scoped_hlo, depth=2)}
+    assert set(rows) == {"outer.total", "outer.total/inner.peak"}
+    assert rows["outer.total"].kernels == 1 and rows["outer.total/inner.peak"].kernels == 1
+    # Each fused computation holds its two arithmetic instructions (and a broadcast constant).
+    assert all(row.operations >= 2 for row in rows.values())
+
+
+def test_by_scope_depth_and_prefix(scoped_hlo):
+    shallow = kernels.by_scope(scoped_hlo, depth=1)
+    assert [(row.scope, row.kernels) for row in shallow] == [("outer.total", 2)]
+    assert shallow[0].operations == sum(row.operations
+                                        for row in kernels.by_scope(scoped_hlo, depth=2))
+    inner = kernels.by_scope(scoped_hlo, depth=1, prefix="outer.total/inner.peak")
+    assert [(row.scope, row.kernels) for row in inner] == [("(none)", 1)]
+    assert kernels.by_scope(scoped_hlo, prefix="elsewhere") == []
+
+
+def test_scoped_game_functions_restores_the_modules():
+    from hackmatrix.game import enemy_turn, state
+    original_run, original_select = enemy_turn.run, state.select
+    with kernels.scoped_game_functions():
+        assert enemy_turn.run is not original_run and state.select is not original_select
+        assert enemy_turn.run.__wrapped__ is original_run
+    assert enemy_turn.run is original_run and state.select is original_select
+
+
+def test_positive_int_arguments():
+    assert positive_int("7") == 7
+    assert positive_int_list("64,256,1024") == [64, 256, 1024]
+    for bad in ("0", "-3", "x", "1.5", ""):
+        with pytest.raises(argparse.ArgumentTypeError):
+            positive_int(bad)
+    with pytest.raises(argparse.ArgumentTypeError):
+        positive_int_list("64,,256")
+
+
+@pytest.mark.parametrize("command, argv", [
+    ("env", ["--num-envs", "0"]),
+    ("train", ["--num-envs", "3", "--num-steps", "3", "--num-minibatches", "2"]),
+    ("kernels", ["--depth", "-1"]),
+])
+def test_bad_benchmark_arguments_exit_3_before_compiling(command, argv, capsys):
+    import importlib
+    module = importlib.import_module(f"hackmatrix.bench.{command}")
+    with pytest.raises(SystemExit) as exit_info:
+        module.main(argv)
+    assert exit_info.value.code == 3
+    error = capsys.readouterr().err.strip().splitlines()[-1]
+    assert error.startswith(f"benchmark.py {command}: error:")
