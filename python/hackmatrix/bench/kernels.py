@@ -55,8 +55,8 @@ def by_scope(hlo_text: str, depth: int = 2, prefix: str = "") -> list[ScopeCount
 
     A fusion's path is the `module.function` parts of its op_name (names with a dot, outside
     `jit(...)`), cut to `depth` parts; fusions outside every scope count as "(none)". With
-    `prefix`, only fusions whose full path starts with it count, shown relative to it. Sorted
-    by operations, most first.
+    `prefix` (a path of whole parts), only the fusions at or under it count, shown relative to
+    it ("(itself)" for those directly in it). Sorted by operations, most first.
     """
     sizes = _instruction_counts(hlo_text)
     kernels, operations = collections.Counter(), collections.Counter()
@@ -67,11 +67,12 @@ def by_scope(hlo_text: str, depth: int = 2, prefix: str = "") -> list[ScopeCount
         op_name = _OP_NAME.search(line)
         parts = [part for part in op_name.group(1).split("/")
                  if "." in part and not part.startswith("jit(")] if op_name else []
-        path = "/".join(parts)
-        if not path.startswith(prefix):
-            continue
-        relative = [part for part in path[len(prefix):].split("/") if part]
-        scope = "/".join(relative[:depth]) or "(none)"
+        if prefix:
+            prefix_parts = prefix.split("/")
+            if parts[:len(prefix_parts)] != prefix_parts:
+                continue
+            parts = parts[len(prefix_parts):]
+        scope = "/".join(parts[:depth]) or ("(itself)" if prefix else "(none)")
         kernels[scope] += 1
         operations[scope] += sizes.get(call.group(1), 0)
     return [ScopeCount(scope, kernels[scope], count) for scope, count in operations.most_common()]

@@ -40,7 +40,12 @@ def test_by_scope_depth_and_prefix(scoped_hlo):
     assert shallow[0].operations == sum(row.operations
                                         for row in kernels.by_scope(scoped_hlo, depth=2))
     inner = kernels.by_scope(scoped_hlo, depth=1, prefix="outer.total/inner.peak")
-    assert [(row.scope, row.kernels) for row in inner] == [("(none)", 1)]
+    assert [(row.scope, row.kernels) for row in inner] == [("(itself)", 1)]
+    under_outer = kernels.by_scope(scoped_hlo, depth=1, prefix="outer.total")
+    assert sorted((row.scope, row.kernels) for row in under_outer) == [("(itself)", 1),
+                                                                     ("inner.peak", 1)]
+    # A prefix matches whole parts only.
+    assert kernels.by_scope(scoped_hlo, prefix="outer.tot") == []
     assert kernels.by_scope(scoped_hlo, prefix="elsewhere") == []
 
 
