@@ -24,7 +24,6 @@ from hackmatrix.game import batching
 from hackmatrix.game import constants as C
 from hackmatrix.game import enemy_turn
 from hackmatrix.game import observation
-from hackmatrix.game import spawning
 from hackmatrix.game import state as S
 from hackmatrix.game import transition
 from hackmatrix.game import worldgen
@@ -47,16 +46,6 @@ class EnvObservation(NamedTuple):
     action_mask: jax.Array  # bool[28]
 
 
-def _new_game_parts(key):
-    """A new game (§13.1) before its stage generation: (starting state, generation key).
-
-    `reset_env` and the auto-reset in `step` both draw their games from this, so a finished
-    episode continues exactly as `reset_env(reset_key)` would start.
-    """
-    setup_key, stage_key = spawning.split_key(key, 2)
-    return worldgen.starting_state(setup_key), stage_key
-
-
 def _env_observation(game: S.GameState) -> EnvObservation:
     return EnvObservation(features=observation.flatten(observation.observe(game)),
                           action_mask=action_mask.valid_actions(game))
@@ -74,9 +63,10 @@ class HackMatrixEnv:
         return EnvParams()
 
     def reset_env(self, key, params: EnvParams):
-        """A new game (§13.1): returns (EnvObservation, EnvState)."""
-        start, generation_key = _new_game_parts(key)
-        game = worldgen.generate_stage(generation_key, start)
+        """A new game (§13.1): returns (EnvObservation, EnvState). A finished episode of `step`
+        restarts from the same `worldgen.new_game_parts`, so it continues exactly as
+        `reset_env(reset_key)` would start."""
+        game = worldgen.new_game(key)
         return _env_observation(game), EnvState(game=game, time=jnp.asarray(0, jnp.int32))
 
     def _step_before_generation(self, key, state: EnvState, action, params: EnvParams):
@@ -167,7 +157,7 @@ def _with_time(before: transition.StepBeforeGeneration, state: EnvState, params:
 def _generation_input(reset_key, done, before: transition.StepBeforeGeneration):
     """What an auto-resetting step generates from: a new game's starting state when `done`,
     else the completed stage (used only when `before.generates`). (state, generation key)."""
-    start, new_game_key = _new_game_parts(reset_key)
+    start, new_game_key = worldgen.new_game_parts(reset_key)
     return (S.select(done, start, before.state),
             jnp.where(done, new_game_key, before.generation_key))
 

@@ -300,8 +300,7 @@ def complete_stage(key, state: S.GameState, reached):
 def starting_state(key) -> S.GameState:
     """§13.1 before the stage is generated: player on a random corner, one random bonus.
 
-    `new_game(key)` is `generate_stage` applied to this; an auto-resetting env can select
-    between this and a completed stage's state first and generate once for both.
+    `new_game_parts` pairs it with the key that `new_game` generates stage 1 with.
     """
     corner_word, bonus_word = spawning.random_words(key, 2)
     corner = (corner_word & 3).astype(jnp.int32)
@@ -316,7 +315,17 @@ def starting_state(key) -> S.GameState:
     return state.replace(core=core)
 
 
+def new_game_parts(key):
+    """A new game (§13.1) before its stage generation: (starting state, generation key).
+
+    `new_game(key)` generates from these; an auto-resetting env selects between them and a
+    completed stage's state and key first, so that one generation serves both.
+    """
+    setup_key, stage_key = spawning.split_key(key, 2)
+    return starting_state(setup_key), stage_key
+
+
 def new_game(key) -> S.GameState:
     """§13.1: player on a random corner, one random starting bonus, stage 1 generated."""
-    setup_key, stage_key = spawning.split_key(key, 2)
-    return generate_stage(stage_key, starting_state(setup_key))
+    start, stage_key = new_game_parts(key)
+    return generate_stage(stage_key, start)
