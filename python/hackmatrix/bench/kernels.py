@@ -130,7 +130,7 @@ def main(argv=None) -> int:
                         help="scope levels to group by (default 2)")
     parser.add_argument("--prefix", default="",
                         help="only the fusions under this scope path, e.g. "
-                             "'vmap(transition.before_generation)/enemy_turn.run'")
+                             "'vmap(transition.before_generation)/enemy_turn.run_until_placement'")
     parser.add_argument("--top", type=positive_int, default=30, help="rows shown (default 30)")
     args = parser.parse_args(argv)
     rows = by_scope(batch_step_hlo(args.num_envs), args.depth, args.prefix)

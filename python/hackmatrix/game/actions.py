@@ -14,6 +14,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from hackmatrix.game import constants as C
+from hackmatrix.game import fusion
 from hackmatrix.game import outcome as O
 from hackmatrix.game import programs
 from hackmatrix.game import siphon_quality
@@ -242,10 +243,12 @@ def resolve(key, state: S.GameState, action, program_result=None):
     # input state stays (§4.4), folded into the same selects. The UNDO history buffer is never
     # selected over: no branch rewrites it (UNDO moves only history_top / history_size, which
     # are merged like any other scalar).
-    succeeded = [p & ~o.failed for p, o in zip(predicates, outcomes)]
+    # Read by the select of every state array: computed once, not once per array.
+    failed, *succeeded = fusion.computed_once(
+        outcome.failed, *[p & ~o.failed for p, o in zip(predicates, outcomes)])
     branches = [branch.replace(history=state.history) for branch in (moved, siphoned, programmed)]
 
     def merge(base, *values):
-        return _merge_leaf([(outcome.failed, base)] + list(zip(succeeded, values)), base)
+        return _merge_leaf([(failed, base)] + list(zip(succeeded, values)), base)
 
     return jax.tree_util.tree_map(merge, state, *branches), outcome

@@ -12,6 +12,10 @@
    (scheduled first, then the siphon ones: the same as two consecutive placements).
 7. Status decay. 8. Snapshot onto the UNDO history.
 
+`run_until_placement` stops before the placement and the snapshot and returns them as a request
+and a flag, so that a step places its transmissions once, whether they come from the enemy turn
+or from a stage generation (`finish` completes the turn; `run` is both).
+
 Each phase permutes the packed enemy words into processing order, with the enemies that can act
 in this phase first (their relative order unchanged; the others never move or attack), and
 loops over them, so iteration i reads slot i with an index that is not batched under vmap (a
@@ -263,8 +267,10 @@ def _enemy_actions(key, core: S.Core, loop_bounds=None):
     return slot_words & 7, (slot_words >> _COL_SHIFT) & 7, jnp.maximum(core.hp - attacks, 0)
 
 
-def _full_turn(key, state: S.GameState, loop_bounds=None) -> S.GameState:
-    """§8 steps 2-7 (no STEP check, no snapshot)."""
+def _full_turn(key, state: S.GameState, loop_bounds=None):
+    """§8 steps 2-7 (no STEP check, no snapshot), with the placement of steps 5-6 returned as a
+    request: (state, Placement). Status decay (step 7) only changes disabled turns and stuns,
+    which placement never reads, so placing after it is the same as placing before."""
     action_key, placement_key = spawning.split_key(key, 2)
     core = state.core
     turn = core.turn + 1
@@ -278,20 +284,40 @@ def _full_turn(key, state: S.GameState, loop_bounds=None) -> S.GameState:
              & (turn >= state.next_scheduled_turn))
     pending = jnp.maximum(state.pending_siphon_transmissions, 0)
     first = jnp.arange(C.MAX_TRANSMISSIONS) == 0
-    state = state.replace(
-        core=core,
-        next_scheduled_turn=jnp.where(fires, turn + state.scheduled_interval,
-                                      state.next_scheduled_turn),
-        pending_siphon_transmissions=jnp.zeros_like(state.pending_siphon_transmissions))
-    state = spawning.place_transmissions(
-        placement_key, state, fires.astype(jnp.int32) + pending,
-        from_siphon=~(first & fires), from_scheduled=first & fires)
+    placement = spawning.placement(placement_key, fires.astype(jnp.int32) + pending,
+                                   from_siphon=~(first & fires), from_scheduled=first & fires)
 
-    enemies = state.core.enemies
+    enemies = core.enemies
     disabled = enemies.disabled_turns
     enemies = enemies.replace(disabled_turns=jnp.where(disabled > 0, disabled - 1, disabled),
                               stunned=jnp.zeros_like(enemies.stunned))
-    return state.replace(core=state.core.replace(enemies=enemies))
+    state = state.replace(
+        core=core.replace(enemies=enemies),
+        next_scheduled_turn=jnp.where(fires, turn + state.scheduled_interval,
+                                      state.next_scheduled_turn),
+        pending_siphon_transmissions=jnp.zeros_like(state.pending_siphon_transmissions))
+    return state, placement
+
+
+def run_until_placement(key, state: S.GameState, follows, loop_bounds=None):
+    """The enemy turn of §8 when `follows` but its transmission placement (steps 5-6) and its
+    snapshot (step 8): (state, Placement, snapshot flag). `finish(...)` of these is `run`.
+
+    A step runs at most one placement: its enemy turn's or, when it generates a stage (then no
+    enemy turn's state survives), the generation's. The batched env step takes the request and
+    places once for both (transition.py).
+    """
+    full_turn = follows & ~state.step_active
+    turned, placement = _full_turn(key, state, loop_bounds)
+    turned = S.select(full_turn, turned, state)
+    placement = placement._replace(count=jnp.where(full_turn, placement.count, 0))
+    return turned.replace(step_active=state.step_active & ~follows), placement, full_turn
+
+
+def finish(state: S.GameState, placement: spawning.Placement, snapshot) -> S.GameState:
+    """§8 steps 5-6 (the placement) and 8 (the snapshot onto the UNDO history, when
+    `snapshot`)."""
+    return history.push(spawning.place(state, placement), snapshot)
 
 
 def run(key, state: S.GameState, follows, loop_bounds=None) -> S.GameState:
@@ -300,7 +326,4 @@ def run(key, state: S.GameState, follows, loop_bounds=None) -> S.GameState:
     `loop_bounds`: see `acting_counts`. A batched step passes its batch's maximum (unbatched),
     so the enemy loop runs as many iterations as the busiest env needs instead of the capacity.
     """
-    full_turn = follows & ~state.step_active
-    turned = S.select(full_turn, _full_turn(key, state, loop_bounds), state)
-    turned = turned.replace(step_active=state.step_active & ~follows)
-    return history.push(turned, full_turn)
+    return finish(*run_until_placement(key, state, follows, loop_bounds))

@@ -99,9 +99,10 @@ class HackMatrixEnv:
         step_key, reset_key = jax.random.split(key)
         before, time, done, info = self._step_before_generation(step_key, state, action, params)
         generation_input, generation_key = _generation_input(reset_key, done, before)
-        generated = worldgen.generate_stage(generation_key, generation_input)
+        generated = worldgen.generate_board(generation_key, generation_input)
         game = transition.select_generated(done | before.generates, generated, generation_input,
                                            before.state)
+        game = transition.place_once(game, done | before.generates, generation_key, before)
         return _finish_step(game, time, done, before, info)
 
     def batch_reset(self, keys, params: EnvParams | None = None):
@@ -133,13 +134,15 @@ class HackMatrixEnv:
 
         def generate(reset_key, done, before):
             generation_input, generation_key = _generation_input(reset_key, done, before)
-            return worldgen.generate_stage(generation_key, generation_input).replace(history=None)
+            return worldgen.generate_board(generation_key, generation_input).replace(history=None)
 
         without_buffer = before._replace(state=before.state.replace(history=None))
-        generated = batching.compacted_map(
-            generate, done | before.generates, (reset_keys, done, without_buffer),
-            without_buffer.state, size)
+        generates = done | before.generates
+        generated = batching.compacted_map(generate, generates, (reset_keys, done, without_buffer),
+                                           without_buffer.state, size)
         game = generated.replace(history=before.state.history)
+        generation_keys = jax.vmap(_generation_key)(reset_keys, done, before.generation_key)
+        game = jax.vmap(transition.place_once)(game, generates, generation_keys, before)
         return jax.vmap(_finish_step)(game, time, done, before, info)
 
 
@@ -157,9 +160,14 @@ def _with_time(before: transition.StepBeforeGeneration, state: EnvState, params:
 def _generation_input(reset_key, done, before: transition.StepBeforeGeneration):
     """What an auto-resetting step generates from: a new game's starting state when `done`,
     else the completed stage (used only when `before.generates`). (state, generation key)."""
-    start, new_game_key = worldgen.new_game_parts(reset_key)
+    start, _ = worldgen.new_game_parts(reset_key)
     return (S.select(done, start, before.state),
-            jnp.where(done, new_game_key, before.generation_key))
+            _generation_key(reset_key, done, before.generation_key))
+
+
+def _generation_key(reset_key, done, stage_key):
+    """The key an auto-resetting step generates with: a new game's when `done`."""
+    return jnp.where(done, worldgen.new_game_parts(reset_key)[1], stage_key)
 
 
 def _finish_step(game: S.GameState, time, done, before: transition.StepBeforeGeneration, info):

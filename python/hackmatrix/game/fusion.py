@@ -4,11 +4,17 @@ less per-kernel overhead at run time).
 `jnp.stack` of n scalars under `vmap` becomes n tiny [batch, 1] kernels and a concatenation, as
 XLA:CPU does not fuse the scalar computations into the concatenation. A chain of selects on an
 index vector computes the same array in one elementwise kernel.
+
+XLA:CPU also copies a cheap producer into every kernel that reads it: a per-env flag read by
+the select of each of the ~40 state arrays is recomputed ~40 times unless it is materialised
+(`computed_once`).
 """
 
 from __future__ import annotations
 
 import jax.numpy as jnp
+
+from hackmatrix.game import bitboard as bb
 
 
 def stack_scalars(values, dtype=None) -> jnp.ndarray:
@@ -20,3 +26,11 @@ def stack_scalars(values, dtype=None) -> jnp.ndarray:
     for i, value in enumerate(values):
         stacked = jnp.where(index == i, value.astype(dtype), stacked)
     return stacked
+
+
+def computed_once(*values):
+    """The 0-d `values` (after vmap: [batch] arrays) unchanged, computed into one buffer that
+    their readers load instead of each recomputing them (`bitboard.materialize`)."""
+    dtype = jnp.result_type(*values)
+    buffer = bb.materialize(stack_scalars(list(values) + [values[0]], dtype))  # >= 2 entries
+    return tuple(buffer[i].astype(jnp.asarray(value).dtype) for i, value in enumerate(values))

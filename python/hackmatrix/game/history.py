@@ -158,7 +158,7 @@ def pop(state: S.GameState, do_pop) -> S.GameState:
     """UNDO's restore (§7.15): when `do_pop` and the history is non-empty, replace `core` by the
     newest snapshot and drop it. Only the pointers move; the buffer itself is not rewritten.
     """
-    do_pop = do_pop & (state.history_size > 0)
+    do_pop, = fusion.computed_once(do_pop & (state.history_size > 0))  # read by every field
     core = jax.tree_util.tree_map(lambda new, old: jnp.where(do_pop, new, old), top(state),
                                   state.core)
     return state.replace(

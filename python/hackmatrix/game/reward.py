@@ -8,6 +8,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from hackmatrix.game import bitboard as bb
 from hackmatrix.game import constants as C
 from hackmatrix.game import fusion
 from hackmatrix.game import outcome as O
@@ -85,6 +86,7 @@ def components(start: Before, after, outcome: O.ActionOutcome, action, stage_com
 
 def total(values) -> jnp.ndarray:
     """The reward: the components added one by one in table order (§14.1)."""
+    values = bb.materialize(values)  # else the sum recomputes every component (~200 operations)
     reward = values[0]
     for i in range(1, C.NUM_REWARD_COMPONENTS):
         reward = reward + values[i]

@@ -21,6 +21,8 @@ appended to the list in placement order (an append past capacity is dropped).
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -188,3 +190,25 @@ def place_transmissions(key, state: S.GameState, count, from_siphon, from_schedu
         from_scheduled=put(transmissions.from_scheduled, (new & _SCHEDULED_BIT) != 0),
     )
     return state.replace(core=core.replace(transmissions=transmissions))
+
+
+class Placement(NamedTuple):
+    """A `place_transmissions` call as data: a step makes at most one (its enemy turn's or its
+    stage generation's), so a batched step selects the request per env and places once."""
+    key: jax.Array
+    count: jax.Array           # int32, at most C.MAX_TRANSMISSIONS
+    from_siphon: jax.Array     # bool[C.MAX_TRANSMISSIONS], by placement order
+    from_scheduled: jax.Array  # bool[C.MAX_TRANSMISSIONS]
+
+
+def placement(key, count, from_siphon, from_scheduled) -> Placement:
+    """A request with its flags broadcast to one per placement."""
+    flags = lambda value: jnp.broadcast_to(jnp.asarray(value, jnp.bool_), (C.MAX_TRANSMISSIONS,))
+    return Placement(key, jnp.asarray(count, jnp.int32), flags(from_siphon), flags(from_scheduled))
+
+
+def place(state: S.GameState, request: Placement) -> S.GameState:
+    """Carry out a request: the same as `place_transmissions` with its arguments (a larger
+    `max_count` than a caller's count needs changes nothing: see `random_words`)."""
+    return place_transmissions(request.key, state, request.count, request.from_siphon,
+                               request.from_scheduled)

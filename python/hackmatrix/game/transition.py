@@ -30,10 +30,14 @@ from hackmatrix.game import worldgen
 class StepBeforeGeneration(NamedTuple):
     """A step up to the stage generation. When `generates`, `state` is the completed stage's
     state with §12.1 applied (hp + 1, stage + 1, scheduled interval) and the step ends with
-    `worldgen.generate_stage(generation_key, state)`; otherwise `state` is final."""
+    `worldgen.generate_stage(generation_key, state)`; otherwise the step ends with the enemy
+    turn's transmission placement and snapshot (`placement`, `snapshot`; none without a full
+    enemy turn). `finish` does either."""
     state: S.GameState
     generates: jax.Array       # bool
     generation_key: jax.Array
+    placement: spawning.Placement
+    snapshot: jax.Array        # bool
     reward: jax.Array          # f32, final
     done: jax.Array            # bool, final
     info: dict                 # final; as `step`'s info, but `reward_components` is f32[15]
@@ -89,8 +93,9 @@ def before_generation(resolved: ActionResolved, enemy_loop_bounds=None) -> StepB
     # The enemy turn never follows a completion (§5), so generating after it is the same as
     # generating before it.
     enemy_turn_follows = valid & outcome.enemy_turn_follows & ~stage_completed
-    after = enemy_turn.run(resolved.enemy_key, resolved.state, enemy_turn_follows,    # §5.4
-                           enemy_loop_bounds)
+    # Reward and done read no transmission, so they come before the enemy turn's placement.
+    after, placement, snapshot = enemy_turn.run_until_placement(                        # §5.4
+        resolved.enemy_key, resolved.state, enemy_turn_follows, enemy_loop_bounds)
 
     # §5.5 reward and done. An invalid action scores exactly 0 and leaves the state as it was:
     # `resolve` returns it unchanged, and neither stage completion nor the enemy turn runs.
@@ -108,7 +113,8 @@ def before_generation(resolved: ActionResolved, enemy_loop_bounds=None) -> StepB
         "won": won,
     }
     return StepBeforeGeneration(state=after, generates=resolved.generates,
-                                generation_key=resolved.generation_key,
+                                generation_key=resolved.generation_key, placement=placement,
+                                snapshot=snapshot,
                                 reward=reward.total(values), done=~valid | death | won,
                                 info=info)
 
@@ -120,7 +126,7 @@ def step_before_generation(key, state: S.GameState, action) -> StepBeforeGenerat
 
 def select_generated(use_generated, generated: S.GameState, generation_input: S.GameState,
                      otherwise: S.GameState) -> S.GameState:
-    """`generated` (= generate_stage(key, generation_input)) where `use_generated`, else
+    """`generated` (= generate_board(key, generation_input)) where `use_generated`, else
     `otherwise`, which must equal `generation_input` wherever `use_generated` is false.
 
     A field the generation carries over is the very same array as in its input, and the input
@@ -137,10 +143,26 @@ def select_generated(use_generated, generated: S.GameState, generation_input: S.
     return without_buffer.replace(history=otherwise.history)
 
 
+def place_once(state: S.GameState, generated, generation_key,
+               before: StepBeforeGeneration) -> S.GameState:
+    """A step's one transmission placement, after `worldgen.generate_board`: the generated
+    stage's transmissions where `generated` (`state` is then that board; no enemy turn's state
+    survives a generation), else the enemy turn's placement and snapshot (`before`).
+
+    The batched step selects the request per env and places once, where placing in both the
+    enemy turn and the generation would compile and run two placements.
+    """
+    placement = jax.tree_util.tree_map(
+        lambda new, old: jnp.where(generated, new, old),
+        worldgen.stage_transmissions(generation_key, state.stage), before.placement)
+    return enemy_turn.finish(state, placement, before.snapshot & ~generated)
+
+
 def finish(before: StepBeforeGeneration) -> S.GameState:
     """The state at the end of the step: the next stage generated when `before.generates`."""
-    generated = worldgen.generate_stage(before.generation_key, before.state)
-    return select_generated(before.generates, generated, before.state, before.state)
+    generated = worldgen.generate_board(before.generation_key, before.state)
+    state = select_generated(before.generates, generated, before.state, before.state)
+    return place_once(state, before.generates, before.generation_key, before)
 
 
 def step(key, state: S.GameState, action):

@@ -26,6 +26,7 @@ import numpy as np
 
 from hackmatrix.game import bitboard as bb
 from hackmatrix.game import constants as C
+from hackmatrix.game import fusion
 from hackmatrix.game import spawning
 from hackmatrix.game import state as S
 
@@ -215,11 +216,23 @@ def _generate_blocks(key, core: S.Core, exit_row, exit_col):
 
 def generate_stage(key, state: S.GameState) -> S.GameState:
     """§12.2 for `state.stage` and `state.scheduled_interval` (already set): carries the player,
-    enemies, transmissions, pending siphon transmissions and the history; regenerates the rest.
+    enemies, pending siphon transmissions and the history, adds `stage` transmissions and
+    regenerates the rest.
 
     Decision (rules silent): if fewer free non-corner cells than N exist, all of them are used.
     """
-    exit_key, block_key, transmission_key = spawning.split_key(key, 3)
+    return spawning.place(generate_board(key, state), stage_transmissions(key, state.stage))
+
+
+def stage_transmissions(key, stage) -> spawning.Placement:
+    """The last part of `generate_stage(key, ...)`: its `stage` transmissions, as a request."""
+    return spawning.placement(spawning.split_key(key, 3)[2], stage, False, False)
+
+
+def generate_board(key, state: S.GameState) -> S.GameState:
+    """`generate_stage` but its transmissions (`stage_transmissions`): the transmissions are
+    carried, like the enemies. Placement reads the generated blocks, so it comes after."""
+    exit_key, block_key = spawning.split_key(key, 3)[:2]
     core = state.core
     p_row, p_col = core.player_row, core.player_col
 
@@ -263,11 +276,9 @@ def generate_stage(key, state: S.GameState) -> S.GameState:
 
     core = core.replace(turn=jnp.int32(0), cells=cells, show_activated=jnp.asarray(False),
                         scheduled_tasks_disabled=jnp.asarray(False), atk_plus_uses=jnp.int32(0))
-    state = state.replace(core=core, exit_row=exit_row, exit_col=exit_col,
-                          step_active=jnp.asarray(False),
-                          next_scheduled_turn=state.scheduled_interval)
-    return spawning.place_transmissions(transmission_key, state, state.stage, False, False,
-                                        max_count=C.MAX_STAGE)
+    return state.replace(core=core, exit_row=exit_row, exit_col=exit_col,
+                         step_active=jnp.asarray(False),
+                         next_scheduled_turn=state.scheduled_interval)
 
 
 def advance_stage(state: S.GameState, reached):
@@ -302,7 +313,8 @@ def starting_state(key) -> S.GameState:
 
     `new_game_parts` pairs it with the key that `new_game` generates stage 1 with.
     """
-    corner_word, bonus_word = spawning.random_words(key, 2)
+    # Each word is read by several state arrays' kernels: computed once.
+    corner_word, bonus_word = fusion.computed_once(*spawning.random_words(key, 2))
     corner = (corner_word & 3).astype(jnp.int32)
     bonus = bb.uniform_index(bonus_word, jnp.int32(3))
     state = S.empty_state()
