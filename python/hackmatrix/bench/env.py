@@ -16,6 +16,7 @@ import time
 import jax
 import jax.numpy as jnp
 
+from hackmatrix import xla_options
 from hackmatrix.bench.arguments import positive_int
 from hackmatrix.game import constants as C
 from hackmatrix.game.env import HackMatrixEnv
@@ -56,7 +57,9 @@ def make_rollout(num_envs: int, scan_steps: int = SCAN_STEPS, plain_vmap: bool =
             jax.random.split(reset_key, num_envs), params)
         return key, obs, state
 
-    return jax.jit(rollout, donate_argnums=0), jax.jit(initial)
+    options = xla_options.compiler_options()
+    return (jax.jit(rollout, donate_argnums=0, compiler_options=options),
+            jax.jit(initial, compiler_options=options))
 
 
 def measure(num_envs: int, repeats: int = 5, scan_steps: int = SCAN_STEPS,

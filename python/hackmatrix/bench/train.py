@@ -16,6 +16,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from hackmatrix import xla_options
 from hackmatrix.bench.arguments import positive_int, positive_int_list
 from hackmatrix.tools.cli import ArgumentParser
 from hackmatrix.training import distribution
@@ -83,7 +84,8 @@ class _Prepared:
         self.config = config
         start = time.perf_counter()
         trainer = make_trainer(config, env, env_params)
-        self.runner = jax.jit(trainer.init)(jax.random.PRNGKey(0))
+        self.runner = jax.jit(trainer.init, compiler_options=xla_options.compiler_options())(
+            jax.random.PRNGKey(0))
         self.schedule = make_schedule(config)
         self.run_chunk = trainer.run_chunk.lower(self.runner, jnp.int32(0),
                                                  self.schedule).compile()

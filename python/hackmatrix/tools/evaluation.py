@@ -19,6 +19,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from hackmatrix import xla_options
 from hackmatrix.game import constants as C
 from hackmatrix.game import observation
 from hackmatrix.game import transition
@@ -100,7 +101,8 @@ _END_CHECK_INTERVAL = 16
 
 @functools.lru_cache(maxsize=None)
 def _batched_act(act: ActFunction):
-    return jax.jit(jax.vmap(act, in_axes=(None, 0, 0, 0, 0)))
+    return jax.jit(jax.vmap(act, in_axes=(None, 0, 0, 0, 0)),
+                   compiler_options=xla_options.compiler_options())
 
 
 def _split(key, count):

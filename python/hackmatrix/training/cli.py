@@ -279,7 +279,9 @@ def _build_runner_and_chunk(trainer, schedule, key, saved, config, keep_optimize
 
     import jax
 
-    init = jax.jit(trainer.init).trace(key)
+    from hackmatrix import xla_options
+
+    init = jax.jit(trainer.init, compiler_options=xla_options.compiler_options()).trace(key)
     template = _without_weak_types(init.out_info)
     restored = (None if saved is None
                 else _restore_runner(template, saved, config, keep_optimizer, say))

@@ -25,6 +25,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
+from hackmatrix import xla_options
 from hackmatrix.game.constants import ACTION_SIPHON, FIRST_PROGRAM_ACTION, NUM_REWARD_COMPONENTS
 from hackmatrix.training import distribution
 from hackmatrix.training.config import TrainConfig
@@ -260,7 +261,8 @@ def make_trainer(config: TrainConfig, env, env_params) -> Trainer:
 
         return jax.lax.scan(maybe_update, runner, jnp.arange(config.updates_per_chunk))
 
-    return Trainer(network, optimizer, init, init_envs, init_train_state, jax.jit(run_chunk))
+    return Trainer(network, optimizer, init, init_envs, init_train_state,
+                   jax.jit(run_chunk, compiler_options=xla_options.compiler_options()))
 
 
 def rollout_metrics(transitions: Transition, stats: StepStats) -> dict:
