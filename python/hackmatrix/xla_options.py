@@ -4,7 +4,8 @@ On XLA:CPU, compile time goes mostly into LLVM, once per kernel, and the game st
 kernels. XLA's default backend optimisation level (3, LLVM's -O3 pipeline) unrolls their loops;
 level 2 emits a third less optimised LLVM IR for the env benchmark's rollout (104.8k → 70.8k
 instructions at 1024 envs), compiles it and the training chunk 0.6–1 s faster (interleaved
-runs, specs/architecture.md) and steps as fast. Other backends keep XLA's defaults.
+runs, specs/architecture.md) and steps as fast. Every jit that holds the game step uses it
+(benchmarks, trainer, evaluator, viewer, play.py). Other backends keep XLA's defaults.
 """
 
 from __future__ import annotations

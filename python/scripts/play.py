@@ -90,10 +90,11 @@ def play(state, key, color: bool) -> None:
     import jax
     import numpy as np
 
-    from hackmatrix import game
+    from hackmatrix import game, xla_options
 
-    step = jax.jit(game.step)
-    valid_actions = jax.jit(game.valid_actions)
+    options = xla_options.compiler_options()
+    step = jax.jit(game.step, compiler_options=options)
+    valid_actions = jax.jit(game.valid_actions, compiler_options=options)
 
     while True:
         print(game.render(state, color=color))

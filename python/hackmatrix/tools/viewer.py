@@ -16,6 +16,7 @@ from typing import Callable, NamedTuple, TextIO
 import jax
 import numpy as np
 
+from hackmatrix import xla_options
 from hackmatrix.game import constants as C
 from hackmatrix.game import renderer
 from hackmatrix.game import transition
@@ -48,9 +49,13 @@ class EpisodeSummary(NamedTuple):
     programs_used: dict[str, int]
 
 
-# Module-level jitted functions: every viewer in a process shares their compilations.
-_reset = jax.jit(transition.reset)
-_step = jax.jit(transition.step)
+@functools.cache
+def _game_functions():
+    """The jitted (reset, step), made once per process so that every viewer shares their
+    compilations, with the env's compile options (`xla_options`)."""
+    options = xla_options.compiler_options()
+    return (jax.jit(transition.reset, compiler_options=options),
+            jax.jit(transition.step, compiler_options=options))
 
 
 @functools.lru_cache(maxsize=None)
@@ -91,6 +96,7 @@ def watch(loaded: policy.LoadedPolicy, options: ViewerOptions, out: TextIO | Non
     out = out or sys.stdout
     read_line = read_line or sys.stdin.readline
     decide = _decide_function(loaded.network, options.deterministic)
+    reset, step = _game_functions()
     frames = []
     summaries = []
     key = jax.random.key(options.seed)
@@ -105,7 +111,7 @@ def watch(loaded: policy.LoadedPolicy, options: ViewerOptions, out: TextIO | Non
     for episode in range(1, options.episodes + 1):
         key, reset_key = jax.random.split(key)
         if options.scenario is None:
-            game_state, _ = _reset(reset_key)
+            game_state, _ = reset(reset_key)
         else:
             game_state = options.scenario
         if options.gif_path:
@@ -128,7 +134,7 @@ def watch(loaded: policy.LoadedPolicy, options: ViewerOptions, out: TextIO | Non
             action = int(action)
             if not mask[action] and mask.any():
                 raise RuntimeError(f"policy chose the invalid action {report.action_name(action)}")
-            game_state_after, _, reward, done, info = _step(step_key, game_state,
+            game_state_after, _, reward, done, info = step(step_key, game_state,
                                                             np.int32(action))
             info = jax.device_get(info)
             components = {name: float(v) for name, v in info["reward_components"].items()}
