@@ -31,10 +31,14 @@ class Before(NamedTuple):
     distance: jax.Array  # §14.2 path distance to exitPosition, 0 if unreachable
 
 
-def before(state) -> Before:
+def before(state, distance=None) -> Before:
+    """The step-start values of `state`; `distance`, if given, is its path distance (computed
+    elsewhere, e.g. in one search with the step end's: `pathfinding.path_distances`)."""
     core = state.core
+    if distance is None:
+        distance = pathfinding.path_distance(state, core.player_row, core.player_col)
     return Before(score=core.score, hp=core.hp, credits=core.credits, energy=core.energy,
-                  distance=pathfinding.path_distance(state, core.player_row, core.player_col))
+                  distance=distance)
 
 
 def _f32(x):
@@ -42,14 +46,16 @@ def _f32(x):
 
 
 def components(start: Before, after, outcome: O.ActionOutcome, action, stage_completed,
-               won) -> jnp.ndarray:
-    """float32[15] for a valid action; `after` is the state at the very end of the step."""
+               won, distance_after=None) -> jnp.ndarray:
+    """float32[15] for a valid action; `after` is the state at the very end of the step and
+    `distance_after`, if given, its path distance (else computed here)."""
     core = after.core
     stage_index = jnp.clip(after.stage - 1, 0, C.MAX_STAGE - 1)
     dead = core.hp == 0
 
     # §14.2: full remaining distance when the exit was reached; nothing on death.
-    distance_after = pathfinding.path_distance(after, core.player_row, core.player_col)
+    if distance_after is None:
+        distance_after = pathfinding.path_distance(after, core.player_row, core.player_col)
     progress = jnp.where(stage_completed, start.distance, start.distance - distance_after)
     progress = jnp.where(dead, 0, jnp.maximum(progress, 0))
 

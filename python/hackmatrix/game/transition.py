@@ -21,6 +21,7 @@ from hackmatrix.game import constants as C
 from hackmatrix.game import enemy_turn
 from hackmatrix.game import observation
 from hackmatrix.game import outcome as O
+from hackmatrix.game import pathfinding
 from hackmatrix.game import reward
 from hackmatrix.game import spawning
 from hackmatrix.game import state as S
@@ -58,7 +59,7 @@ def run_program(key, state: S.GameState, action):
 
 class ActionResolved(NamedTuple):
     """A step up to its enemy turn (§5.1-§5.3): what `before_generation` finishes."""
-    start: reward.Before
+    start_state: S.GameState  # the step's input, for the §5.1 values (`reward.before`)
     state: S.GameState          # after the action and the stage advance
     outcome: O.ActionOutcome
     action: jax.Array
@@ -70,18 +71,18 @@ class ActionResolved(NamedTuple):
 
 
 def resolve_action(key, state: S.GameState, action, program_result=None) -> ActionResolved:
-    """§5.1-§5.3: the reward's starting point, the action, the stage advance.
+    """§5.1-§5.3: the reward's starting point (kept as the input state), the action, the stage
+    advance.
 
     `program_result`, if given, is `run_program(key, state, action)` computed elsewhere (the
     batched env step runs programs only for the envs whose action is one).
     """
     action = jnp.asarray(action, jnp.int32)
     resolve_key, generation_key, enemy_key = spawning.split_key(key, 3)
-    start = reward.before(state)                                                       # §5.1
     resolved, outcome = actions.resolve(resolve_key, state, action, program_result)    # §5.2
     stage_completed = ~outcome.failed & outcome.exit_reached
     staged, generates, won = worldgen.advance_stage(resolved, stage_completed)         # §5.3
-    return ActionResolved(start, staged, outcome, action, stage_completed, generates, won,
+    return ActionResolved(state, staged, outcome, action, stage_completed, generates, won,
                           generation_key, enemy_key)
 
 
@@ -99,8 +100,14 @@ def before_generation(resolved: ActionResolved, enemy_loop_bounds=None) -> StepB
 
     # §5.5 reward and done. An invalid action scores exactly 0 and leaves the state as it was:
     # `resolve` returns it unchanged, and neither stage completion nor the enemy turn runs.
-    values = jnp.where(valid, reward.components(resolved.start, after, outcome, resolved.action,
-                                                stage_completed, won), 0.0)
+    # §5.1's distance is the input state's: it is searched with the end state's, in one search.
+    start_state = resolved.start_state
+    start_distance, end_distance = pathfinding.path_distances(
+        [(start_state, start_state.core.player_row, start_state.core.player_col),
+         (after, after.core.player_row, after.core.player_col)])
+    start = reward.before(start_state, start_distance)                                # §5.1
+    values = jnp.where(valid, reward.components(start, after, outcome, resolved.action,
+                                                stage_completed, won, end_distance), 0.0)
     won = valid & won
     death = valid & (after.core.hp == 0)
     info = {
