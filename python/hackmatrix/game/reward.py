@@ -31,12 +31,10 @@ class Before(NamedTuple):
     distance: jax.Array  # §14.2 path distance to exitPosition, 0 if unreachable
 
 
-def before(state, distance=None) -> Before:
-    """The step-start values of `state`; `distance`, if given, is its path distance (computed
-    elsewhere, e.g. in one search with the step end's: `pathfinding.path_distances`)."""
+def before(state, distance) -> Before:
+    """The step-start values of `state`, with its path distance `distance` (the step searches
+    it together with the step end's: `pathfinding.path_distances`)."""
     core = state.core
-    if distance is None:
-        distance = pathfinding.path_distance(state, core.player_row, core.player_col)
     return Before(score=core.score, hp=core.hp, credits=core.credits, energy=core.energy,
                   distance=distance)
 
