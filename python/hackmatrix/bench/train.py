@@ -35,6 +35,14 @@ class ReplayEnv:
     done: np.ndarray
     reward_components: np.ndarray
 
+    @property
+    def observation_size(self) -> int:
+        return self.features.shape[-1]
+
+    @property
+    def num_actions(self) -> int:
+        return self.action_mask.shape[-1]
+
     def _observation(self, index):
         from hackmatrix.game.env import EnvObservation
         return EnvObservation(jnp.asarray(self.features)[index], jnp.asarray(self.action_mask)[index])

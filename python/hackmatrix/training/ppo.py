@@ -2,7 +2,8 @@
 
 `make_trainer(config, env, env_params)` returns pure functions. `env` is gymnax-style with the
 batched pair `batch_reset(keys, params)` / `batch_step(keys, states, actions, params)` (the
-HackMatrix env runs programs and stage generation only for the envs that need them there):
+HackMatrix env runs programs and stage generation only for the envs that need them there) and
+the static sizes `observation_size` (of `obs.features`) and `num_actions`:
   init(key) -> RunnerState
   run_chunk(runner, num_active, schedule) -> (runner, metrics): `config.updates_per_chunk` PPO
       updates in one jitted `lax.scan`; only the first `num_active` run (the rest pass the state
@@ -76,12 +77,6 @@ class StepStats(NamedTuple):
     invalid_action: jax.Array
 
 
-def observation_sizes(env, env_params) -> tuple[int, int]:
-    """(obs_dim, num_actions) of an env, read from the shapes its reset returns."""
-    obs, _ = jax.eval_shape(env.reset, jax.random.PRNGKey(0), env_params)
-    return obs.features.shape[-1], obs.action_mask.shape[-1]
-
-
 def make_optimizer(config: TrainConfig) -> optax.GradientTransformation:
     # Adam with global-norm clipping; the (annealed) learning rate is applied in the update step
     # from the carried timestep count, so the schedule survives an optimiser reset on resume.
@@ -128,6 +123,7 @@ def compute_gae(values: jax.Array, rewards: jax.Array, dones: jax.Array, last_va
 
 
 class Trainer(NamedTuple):
+    obs_dim: int
     network: ActorCritic
     optimizer: optax.GradientTransformation
     init: Callable[[jax.Array], RunnerState]
@@ -137,7 +133,7 @@ class Trainer(NamedTuple):
 
 
 def make_trainer(config: TrainConfig, env, env_params) -> Trainer:
-    obs_dim, num_actions = observation_sizes(env, env_params)
+    obs_dim, num_actions = env.observation_size, env.num_actions
     network = ActorCritic(config.hidden_dim, config.num_layers, num_actions)
     optimizer = make_optimizer(config)
     num_envs, num_steps = config.num_envs, config.num_steps
@@ -261,7 +257,7 @@ def make_trainer(config: TrainConfig, env, env_params) -> Trainer:
 
         return jax.lax.scan(maybe_update, runner, jnp.arange(config.updates_per_chunk))
 
-    return Trainer(network, optimizer, init, init_envs, init_train_state,
+    return Trainer(obs_dim, network, optimizer, init, init_envs, init_train_state,
                    jax.jit(run_chunk, compiler_options=xla_options.compiler_options()))
 
 
