@@ -447,13 +447,13 @@ def _train(args) -> int:
             f"updates_per_chunk={config.updates_per_chunk}")
 
     env, env_params = make_env()
-    trainer = make_trainer(config, env, env_params)
-    obs_dim, num_actions = trainer.obs_dim, trainer.network.num_actions
+    obs_dim, num_actions = env.observation_size, env.num_actions
     network = _network_config(config, obs_dim, num_actions)
     if saved is not None and (saved["network"].get("obs_dim"), saved["network"].get("num_actions")) \
             != (obs_dim, num_actions):
         raise ckpt.CheckpointError(f"architecture mismatch: checkpoint network {saved['network']} "
                                    f"but the env has obs_dim={obs_dim} num_actions={num_actions}")
+    trainer = make_trainer(config, env, env_params)
 
     compile_start = time.perf_counter()
     schedule = make_schedule(config)

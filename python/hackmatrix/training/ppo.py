@@ -123,7 +123,6 @@ def compute_gae(values: jax.Array, rewards: jax.Array, dones: jax.Array, last_va
 
 
 class Trainer(NamedTuple):
-    obs_dim: int
     network: ActorCritic
     optimizer: optax.GradientTransformation
     init: Callable[[jax.Array], RunnerState]
@@ -257,7 +256,7 @@ def make_trainer(config: TrainConfig, env, env_params) -> Trainer:
 
         return jax.lax.scan(maybe_update, runner, jnp.arange(config.updates_per_chunk))
 
-    return Trainer(obs_dim, network, optimizer, init, init_envs, init_train_state,
+    return Trainer(network, optimizer, init, init_envs, init_train_state,
                    jax.jit(run_chunk, compiler_options=xla_options.compiler_options()))
 
 
