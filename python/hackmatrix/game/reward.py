@@ -12,7 +12,6 @@ from hackmatrix.game import bitboard as bb
 from hackmatrix.game import constants as C
 from hackmatrix.game import fusion
 from hackmatrix.game import outcome as O
-from hackmatrix.game import pathfinding
 
 # Death penalty by stage at death (§14.1 #8): −0.5 × (sum of the table before that stage).
 _DEATH_PENALTY_BY_STAGE = np.concatenate(
@@ -44,16 +43,15 @@ def _f32(x):
 
 
 def components(start: Before, after, outcome: O.ActionOutcome, action, stage_completed,
-               won, distance_after=None) -> jnp.ndarray:
+               won, distance_after) -> jnp.ndarray:
     """float32[15] for a valid action; `after` is the state at the very end of the step and
-    `distance_after`, if given, its path distance (else computed here)."""
+    `distance_after` its path distance (the step searches it together with the start's:
+    `pathfinding.path_distances`)."""
     core = after.core
     stage_index = jnp.clip(after.stage - 1, 0, C.MAX_STAGE - 1)
     dead = core.hp == 0
 
     # §14.2: full remaining distance when the exit was reached; nothing on death.
-    if distance_after is None:
-        distance_after = pathfinding.path_distance(after, core.player_row, core.player_col)
     progress = jnp.where(stage_completed, start.distance, start.distance - distance_after)
     progress = jnp.where(dead, 0, jnp.maximum(progress, 0))
 

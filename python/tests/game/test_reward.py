@@ -7,7 +7,7 @@ import pytest
 
 from hackmatrix.game import constants as C
 from hackmatrix.game import outcome as O
-from hackmatrix.game import reward, scenario
+from hackmatrix.game import pathfinding, reward, scenario
 
 import compiled
 
@@ -223,13 +223,15 @@ def test_components_unit_stage_table_and_holding():
                                            "score": 3}, "stage": 8})
     start = reward.Before(score=jnp.int32(3), hp=jnp.int32(3), credits=jnp.int32(10),
                           energy=jnp.int32(20), distance=jnp.int32(1))
+    distance_after = pathfinding.path_distance(after, after.core.player_row,
+                                               after.core.player_col)
     values = np.asarray(COMPONENTS(start, after, O.no_outcome(), jnp.int32(RIGHT),
-                                   jnp.bool_(True), jnp.bool_(True)))
+                                   jnp.bool_(True), jnp.bool_(True), distance_after))
     named = dict(zip(C.REWARD_COMPONENTS, values))
     assert named["stage"] == 64.0 and named["victory"] == 800.0
     assert named["resourceHolding"] == pytest.approx(0.3)
     assert named["distance"] == pytest.approx(0.05)
     values = np.asarray(COMPONENTS(start, after, O.no_outcome(), jnp.int32(RIGHT),
-                                   jnp.bool_(False), jnp.bool_(False)))
+                                   jnp.bool_(False), jnp.bool_(False), distance_after))
     named = dict(zip(C.REWARD_COMPONENTS, values))
     assert named["stage"] == 0.0 and named["victory"] == 0.0 and named["resourceHolding"] == 0.0
