@@ -1,32 +1,103 @@
-"""XLA compile options for the jitted functions that contain the game step.
+"""How XLA compiles the jitted functions that contain the game step, on CPU.
 
-On XLA:CPU, compile time goes mostly into LLVM, once per kernel, and the game step has ~780
-kernels. XLA's default backend optimisation level (3, LLVM's -O3 pipeline) unrolls their loops;
-level 2 emits a third less optimised LLVM IR for the env benchmark's rollout (104.8k → 70.8k
-instructions at 1024 envs), compiles it and the training chunk 0.6–1 s faster (interleaved
-runs, specs/architecture.md) and steps as fast. Every jit that holds the game step uses it
-(benchmarks, trainer, evaluator, viewer, play.py). Other backends keep XLA's defaults.
+Two settings, both measured on the 2-core CPU in specs/architecture.md ("What bounds the step on
+XLA:CPU"); other backends keep XLA's defaults.
 
-A program that runs once per process (the trainer's `init`: the first envs and the network's
-initial parameters) compiles at level 0 instead: 2.3 → 1.5 s at 256 envs, for code that runs
-once in 50 ms instead of 25 ms. It compiles beside the training chunk, so on a 2-core CPU a
-shorter compile leaves the chunk's compile more of the machine (first `[train]` line ~1 s
-sooner, specs/architecture.md). Its float results may differ from level 2 in the last bit
-(LLVM's instruction selection), so it suits only programs whose output no other compile of
-the same function must reproduce.
+**Process-wide: the CPU compile mode** (`configure_cpu_compiler`, run when `hackmatrix` is
+imported). XLA reads `XLA_FLAGS` once, when JAX starts its backends, so this sets them before
+that. The default mode, `fast`, has XLA:CPU emit kernels with its older fusion emitters and
+without loop unrolling: the game step then compiles about a quarter faster (XLA's compile of the
+env benchmark's rollout at 1024 envs: 12.2-13.1 → 7.7-8.8 s of CPU; the trainer's first
+`[train]` line at 256 envs: median 18.4 → 14.3 s) but runs slower (env-steps/s -16%, training
+SPS -9%), because those emitters keep a loop scalar when its output reuses its input's buffer.
+On CPU most runs are short (smoke tests, the quickstart, the viewer, evaluation, the test
+suite), where compile time dominates: the 500k-step quickstart takes the same wall time in
+both modes. Long CPU runs should set `HACKMATRIX_CPU_COMPILE=throughput`, which leaves XLA's
+defaults. Nothing is changed when an accelerator plugin is installed (unless `JAX_PLATFORMS`
+is `cpu`), when `XLA_FLAGS` already sets `xla_backend_extra_options`, or when JAX's backends
+are already running.
+
+**Per jit: `compiler_options`.** XLA's default backend optimisation level (3, LLVM's -O3
+pipeline) unrolls the kernels' loops: level 2 emits a third less optimised LLVM IR, compiles
+0.6-1 s faster and steps as fast. A program that runs once per process (the trainer's `init`)
+compiles at level 0: 2.3 → 1.5 s at 256 envs, for code that runs once in 50 ms instead of
+25 ms; its float results may differ from level 2 in the last bit (LLVM's instruction
+selection), so it suits only programs whose output no other compile must reproduce.
 """
 
 from __future__ import annotations
 
-import jax
+import importlib.metadata
+import importlib.util
+import os
+import sys
+from collections.abc import MutableMapping
+
+CPU_COMPILE_VARIABLE = "HACKMATRIX_CPU_COMPILE"
+CPU_COMPILE_MODES = ("fast", "throughput")
+FAST_COMPILE_XLA_FLAG = ("--xla_backend_extra_options="
+                         "xla_cpu_disable_new_fusion_emitters,xla_cpu_disable_loop_unrolling")
 
 _CPU_OPTIONS = {"xla_backend_optimization_level": 2}
 _CPU_RUN_ONCE_OPTIONS = {"xla_backend_optimization_level": 0}
+
+_cpu_compile_mode = "throughput"
 
 
 def compiler_options(run_once: bool = False) -> dict | None:
     """`compiler_options` for `jax.jit` on the default backend (initialises the backends);
     `run_once` for a program that runs once per process (see the module docstring)."""
+    import jax
     if jax.default_backend() != "cpu":
         return None
     return dict(_CPU_RUN_ONCE_OPTIONS if run_once else _CPU_OPTIONS)
+
+
+def cpu_compile_mode() -> str:
+    """The CPU compile mode in effect in this process: "fast" or "throughput"."""
+    return _cpu_compile_mode
+
+
+def cpu_compile_label(backend: str) -> str:
+    """" cpu_compile=<mode>" for a log line about a run on `backend`; "" off CPU."""
+    return f" cpu_compile={_cpu_compile_mode}" if backend == "cpu" else ""
+
+
+def xla_flags_for_mode(environ: MutableMapping[str, str], accelerator_installed: bool
+                       ) -> tuple[str | None, str]:
+    """(the XLA_FLAGS to set, or None to leave them; the mode that results) for an environment
+    whose backends have not started yet."""
+    requested = environ.get(CPU_COMPILE_VARIABLE, "fast") or "fast"
+    if requested not in CPU_COMPILE_MODES:
+        print(f"hackmatrix: warning: {CPU_COMPILE_VARIABLE}={requested!r} is not one of "
+              f"{', '.join(CPU_COMPILE_MODES)}: using 'fast'", file=sys.stderr)
+        requested = "fast"
+    flags = environ.get("XLA_FLAGS", "")
+    if FAST_COMPILE_XLA_FLAG in flags.split():
+        return None, "fast"
+    platforms = {p.strip() for p in environ.get("JAX_PLATFORMS", "").split(",") if p.strip()}
+    cpu_is_default = platforms == {"cpu"} if platforms else not accelerator_installed
+    if requested != "fast" or not cpu_is_default or "xla_backend_extra_options" in flags:
+        return None, "throughput"
+    return f"{flags} {FAST_COMPILE_XLA_FLAG}".strip(), "fast"
+
+
+def configure_cpu_compiler(environ: MutableMapping[str, str] = os.environ) -> str:
+    """Set this process's CPU compile mode (see the module docstring) and return it."""
+    global _cpu_compile_mode
+    bridge = sys.modules.get("jax._src.xla_bridge")
+    if bridge is not None and bridge.backends_are_initialized():
+        flags = environ.get("XLA_FLAGS", "").split()
+        _cpu_compile_mode = "fast" if FAST_COMPILE_XLA_FLAG in flags else "throughput"
+        return _cpu_compile_mode
+    flags, _cpu_compile_mode = xla_flags_for_mode(environ, _accelerator_plugin_installed())
+    if flags is not None:
+        environ["XLA_FLAGS"] = flags
+    return _cpu_compile_mode
+
+
+def _accelerator_plugin_installed() -> bool:
+    """Whether JAX may find a GPU or TPU: a PJRT plugin or libtpu is installed."""
+    if importlib.metadata.entry_points(group="jax_plugins"):
+        return True
+    return any(importlib.util.find_spec(name) is not None for name in ("libtpu", "jax_plugins"))

@@ -1,4 +1,5 @@
-"""Test-wide settings: CPU only, no network for wandb, persistent compilation cache."""
+"""Test-wide settings: CPU only, no network for wandb, persistent compilation cache, and the
+package's CPU compile mode set before any test starts JAX's backends (as in the CLIs)."""
 
 import os
 import pathlib
@@ -10,3 +11,5 @@ os.environ.setdefault(
     "JAX_COMPILATION_CACHE_DIR",
     str(pathlib.Path(__file__).resolve().parents[2] / ".jax_cache"))
 os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
+
+import hackmatrix  # noqa: E402,F401  (sets XLA_FLAGS: hackmatrix/xla_options.py)

@@ -1,9 +1,13 @@
-"""The XLA compile options of hackmatrix/xla_options.py are valid for the backend in use."""
+"""hackmatrix/xla_options.py: the per-jit compile options and the process-wide CPU compile mode."""
+
+import os
 
 import jax
 import jax.numpy as jnp
+import pytest
 
 from hackmatrix import xla_options
+from hackmatrix.xla_options import FAST_COMPILE_XLA_FLAG, xla_flags_for_mode
 
 
 def test_cpu_uses_backend_optimisation_level_2_and_0_for_run_once_programs():
@@ -31,3 +35,48 @@ def test_the_options_compile_and_leave_results_unchanged():
     if options is not None:
         options["xla_backend_optimization_level"] = 0
         assert xla_options.compiler_options()["xla_backend_optimization_level"] == 2
+
+
+def test_this_process_runs_in_the_requested_cpu_compile_mode():
+    # conftest imports hackmatrix before any backend starts, as every CLI does.
+    requested = os.environ.get(xla_options.CPU_COMPILE_VARIABLE) or "fast"
+    assert xla_options.cpu_compile_mode() == requested
+    assert xla_options.cpu_compile_label("cpu") == f" cpu_compile={requested}"
+    assert xla_options.cpu_compile_label("gpu") == ""
+    # XLA ignores backend options it does not know, so check the effect, not the flag: its
+    # newer emitters wrap a lone iota in a fusion of its own, the older ones do not.
+    compiled = jax.jit(lambda x: (jnp.arange(8), x * 2)).lower(jnp.ones(8)).compile().as_text()
+    assert ("wrapped_iota" not in compiled) == (requested == "fast")
+
+
+@pytest.mark.parametrize("environ, accelerator, flags, mode", [
+    ({}, False, FAST_COMPILE_XLA_FLAG, "fast"),
+    ({"JAX_PLATFORMS": "cpu"}, True, FAST_COMPILE_XLA_FLAG, "fast"),
+    ({"XLA_FLAGS": "--xla_force_host_platform_device_count=8"}, False,
+     "--xla_force_host_platform_device_count=8 " + FAST_COMPILE_XLA_FLAG, "fast"),
+    ({"XLA_FLAGS": FAST_COMPILE_XLA_FLAG}, False, None, "fast"),
+    ({"HACKMATRIX_CPU_COMPILE": "throughput"}, False, None, "throughput"),
+    ({}, True, None, "throughput"),                       # a GPU or TPU plugin: its defaults
+    ({"JAX_PLATFORMS": "cuda"}, False, None, "throughput"),
+    ({"XLA_FLAGS": "--xla_backend_extra_options=x"}, False, None, "throughput"),  # the user's
+])
+def test_xla_flags_for_each_environment(environ, accelerator, flags, mode):
+    assert xla_flags_for_mode(environ, accelerator) == (flags, mode)
+
+
+def test_an_unknown_mode_is_reported_in_one_line_and_falls_back_to_fast(capsys):
+    environ = {"HACKMATRIX_CPU_COMPILE": "fastest"}
+    assert xla_flags_for_mode(environ, False) == (FAST_COMPILE_XLA_FLAG, "fast")
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "HACKMATRIX_CPU_COMPILE='fastest'" in err
+
+
+def test_configure_leaves_a_running_backend_alone():
+    jax.devices()  # backends are running: new XLA_FLAGS could no longer take effect
+    environ = {"JAX_PLATFORMS": "cpu"}
+    mode = xla_options.configure_cpu_compiler(environ)
+    assert environ == {"JAX_PLATFORMS": "cpu"}
+    assert mode == "throughput" == xla_options.cpu_compile_mode()
+    # Restore this process's real mode for the tests that follow.
+    assert xla_options.configure_cpu_compiler() == (os.environ.get("HACKMATRIX_CPU_COMPILE")
+                                                   or "fast")

@@ -94,7 +94,8 @@ def main(argv=None):
                         help="step with jax.vmap(env.step) instead of env.batch_step")
     args = parser.parse_args(argv)
 
-    print(f"backend: {jax.default_backend()}  devices: {jax.devices()}  "
+    backend = jax.default_backend()
+    print(f"backend: {backend}{xla_options.cpu_compile_label(backend)}  devices: {jax.devices()}  "
           f"actions: {C.NUM_ACTIONS}  stepping: "
           f"{'jax.vmap(env.step)' if args.plain_vmap else 'env.batch_step'}")
     print(f"{'num_envs':>9} {'compile_s':>10} {'median steps/s':>15} {'ms/step':>8}  runs")

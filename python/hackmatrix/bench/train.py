@@ -161,7 +161,8 @@ def main(argv=None) -> int:
     env = HackMatrixEnv()
     env_params = env.default_params
     replay = None if args.skip_network_only else record_replay(env, env_params)
-    print(f"backend={jax.default_backend()} devices={len(jax.devices())} "
+    backend = jax.default_backend()
+    print(f"backend={backend}{xla_options.cpu_compile_label(backend)} devices={len(jax.devices())} "
           f"hidden={args.hidden_dim}x{args.num_layers} num_steps={args.num_steps}")
     print(f"{'num_envs':>8} {'batch':>8} {'mb':>3} {'ep':>3} {'compile_s':>9} {'first_upd_s':>11} "
           f"{'train_sps':>10} {'net_only_sps':>12} {'rollout_overhead':>16}")

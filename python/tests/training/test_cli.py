@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from hackmatrix import xla_options
 from hackmatrix.training import checkpoint as ckpt
 from hackmatrix.training import cli
 
@@ -46,10 +47,13 @@ def test_end_to_end_run_writes_checkpoint_params_metrics_and_summary(tmp_path, c
     assert summary["status"] == "completed" and summary["update"] == UPDATES
     assert summary["compile_seconds"] > 0 and summary["sps"] > 0
     assert summary["final_params"].endswith("final_params.npz")
+    # The CPU compile mode in effect is recorded and printed (hackmatrix/xla_options.py).
+    assert (summary["backend"], summary["cpu_compile"]) == ("cpu", xla_options.cpu_compile_mode())
     params, network = ckpt.load_policy_params(run_dir)
     assert network == {"hidden_dim": 32, "num_layers": 2, "obs_dim": 1545, "num_actions": 28}
     out = capsys.readouterr().out
     assert "batch_size=128 minibatch_size=32" in out and "auto_scaled=no" in out
+    assert f"device=cpu cpu_compile={summary['cpu_compile']} " in out
     assert out.count("[train] update=") == 3
 
 
