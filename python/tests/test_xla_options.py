@@ -74,9 +74,10 @@ def test_an_unknown_mode_is_reported_in_one_line_and_falls_back_to_fast(capsys):
 def test_configure_leaves_a_running_backend_alone():
     jax.devices()  # backends are running: new XLA_FLAGS could no longer take effect
     environ = {"JAX_PLATFORMS": "cpu"}
-    mode = xla_options.configure_cpu_compiler(environ)
-    assert environ == {"JAX_PLATFORMS": "cpu"}
-    assert mode == "throughput" == xla_options.cpu_compile_mode()
-    # Restore this process's real mode for the tests that follow.
-    assert xla_options.configure_cpu_compiler() == (os.environ.get("HACKMATRIX_CPU_COMPILE")
-                                                   or "fast")
+    try:
+        mode = xla_options.configure_cpu_compiler(environ)
+        assert environ == {"JAX_PLATFORMS": "cpu"}
+        assert mode == "throughput" == xla_options.cpu_compile_mode()
+    finally:  # this process's real mode, read back from its XLA_FLAGS, for the tests after
+        xla_options.configure_cpu_compiler()
+    assert xla_options.cpu_compile_mode() == (os.environ.get("HACKMATRIX_CPU_COMPILE") or "fast")
