@@ -31,7 +31,7 @@ import importlib.metadata
 import importlib.util
 import os
 import sys
-from collections.abc import MutableMapping
+from collections.abc import Callable, MutableMapping
 
 CPU_COMPILE_VARIABLE = "HACKMATRIX_CPU_COMPILE"
 CPU_COMPILE_MODES = ("fast", "throughput")
@@ -63,21 +63,24 @@ def cpu_compile_label(backend: str) -> str:
     return f" cpu_compile={_cpu_compile_mode}" if backend == "cpu" else ""
 
 
-def xla_flags_for_mode(environ: MutableMapping[str, str], accelerator_installed: bool
-                       ) -> tuple[str | None, str]:
+def xla_flags_for_mode(environ: MutableMapping[str, str],
+                       accelerator_installed: Callable[[], bool]) -> tuple[str | None, str]:
     """(the XLA_FLAGS to set, or None to leave them; the mode that results) for an environment
-    whose backends have not started yet."""
+    whose backends have not started yet. `accelerator_installed` is asked only when the answer
+    matters (scanning the installed packages costs ~40 ms of every import)."""
     requested = environ.get(CPU_COMPILE_VARIABLE, "fast") or "fast"
     if requested not in CPU_COMPILE_MODES:
         print(f"hackmatrix: warning: {CPU_COMPILE_VARIABLE}={requested!r} is not one of "
               f"{', '.join(CPU_COMPILE_MODES)}: using 'fast'", file=sys.stderr)
         requested = "fast"
-    flags = environ.get("XLA_FLAGS", "")
-    if FAST_COMPILE_XLA_FLAG in flags.split():
+    if _has_fast_flag(environ):
         return None, "fast"
+    flags = environ.get("XLA_FLAGS", "")
+    if requested != "fast" or "xla_backend_extra_options" in flags:
+        return None, "throughput"
     platforms = {p.strip() for p in environ.get("JAX_PLATFORMS", "").split(",") if p.strip()}
-    cpu_is_default = platforms == {"cpu"} if platforms else not accelerator_installed
-    if requested != "fast" or not cpu_is_default or "xla_backend_extra_options" in flags:
+    cpu_is_default = platforms == {"cpu"} if platforms else not accelerator_installed()
+    if not cpu_is_default:
         return None, "throughput"
     return f"{flags} {FAST_COMPILE_XLA_FLAG}".strip(), "fast"
 
@@ -87,13 +90,16 @@ def configure_cpu_compiler(environ: MutableMapping[str, str] = os.environ) -> st
     global _cpu_compile_mode
     bridge = sys.modules.get("jax._src.xla_bridge")
     if bridge is not None and bridge.backends_are_initialized():
-        flags = environ.get("XLA_FLAGS", "").split()
-        _cpu_compile_mode = "fast" if FAST_COMPILE_XLA_FLAG in flags else "throughput"
+        _cpu_compile_mode = "fast" if _has_fast_flag(environ) else "throughput"
         return _cpu_compile_mode
-    flags, _cpu_compile_mode = xla_flags_for_mode(environ, _accelerator_plugin_installed())
+    flags, _cpu_compile_mode = xla_flags_for_mode(environ, _accelerator_plugin_installed)
     if flags is not None:
         environ["XLA_FLAGS"] = flags
     return _cpu_compile_mode
+
+
+def _has_fast_flag(environ: MutableMapping[str, str]) -> bool:
+    return FAST_COMPILE_XLA_FLAG in environ.get("XLA_FLAGS", "").split()
 
 
 def _accelerator_plugin_installed() -> bool:

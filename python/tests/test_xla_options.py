@@ -61,12 +61,21 @@ def test_this_process_runs_in_the_requested_cpu_compile_mode():
     ({"XLA_FLAGS": "--xla_backend_extra_options=x"}, False, None, "throughput"),  # the user's
 ])
 def test_xla_flags_for_each_environment(environ, accelerator, flags, mode):
-    assert xla_flags_for_mode(environ, accelerator) == (flags, mode)
+    assert xla_flags_for_mode(environ, lambda: accelerator) == (flags, mode)
+
+
+def test_the_package_scan_is_skipped_when_the_environment_decides():
+    def no_scan():
+        raise AssertionError("scanned for accelerator plugins")
+
+    for environ in ({"JAX_PLATFORMS": "cpu"}, {"HACKMATRIX_CPU_COMPILE": "throughput"},
+                    {"XLA_FLAGS": FAST_COMPILE_XLA_FLAG}):
+        xla_flags_for_mode(environ, no_scan)
 
 
 def test_an_unknown_mode_is_reported_in_one_line_and_falls_back_to_fast(capsys):
     environ = {"HACKMATRIX_CPU_COMPILE": "fastest"}
-    assert xla_flags_for_mode(environ, False) == (FAST_COMPILE_XLA_FLAG, "fast")
+    assert xla_flags_for_mode(environ, lambda: False) == (FAST_COMPILE_XLA_FLAG, "fast")
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "HACKMATRIX_CPU_COMPILE='fastest'" in err
 
