@@ -53,14 +53,16 @@ def compiler_options(run_once: bool = False) -> dict | None:
     return dict(_CPU_RUN_ONCE_OPTIONS if run_once else _CPU_OPTIONS)
 
 
-def cpu_compile_mode() -> str:
-    """The CPU compile mode in effect in this process: "fast" or "throughput"."""
-    return _cpu_compile_mode
+def cpu_compile_mode(backend: str = "cpu") -> str | None:
+    """The CPU compile mode in effect in this process ("fast" or "throughput") for a run on
+    `backend`; None off CPU, where it does not apply."""
+    return _cpu_compile_mode if backend == "cpu" else None
 
 
 def cpu_compile_label(backend: str) -> str:
     """" cpu_compile=<mode>" for a log line about a run on `backend`; "" off CPU."""
-    return f" cpu_compile={_cpu_compile_mode}" if backend == "cpu" else ""
+    mode = cpu_compile_mode(backend)
+    return f" cpu_compile={mode}" if mode else ""
 
 
 def xla_flags_for_mode(environ: MutableMapping[str, str],

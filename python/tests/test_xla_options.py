@@ -43,6 +43,7 @@ def test_this_process_runs_in_the_requested_cpu_compile_mode():
     assert xla_options.cpu_compile_mode() == requested
     assert xla_options.cpu_compile_label("cpu") == f" cpu_compile={requested}"
     assert xla_options.cpu_compile_label("gpu") == ""
+    assert xla_options.cpu_compile_mode("gpu") is None
     # XLA ignores backend options it does not know, so check the effect, not the flag: its
     # newer emitters wrap a lone iota in a fusion of its own, the older ones do not.
     compiled = jax.jit(lambda x: (jnp.arange(8), x * 2)).lower(jnp.ones(8)).compile().as_text()

@@ -499,7 +499,7 @@ def _train(args) -> int:
             "wall_time_seconds": time.perf_counter() - session_start,
             "train_seconds": train_seconds, "compile_seconds": compile_seconds,
             "backend": backend,
-            "cpu_compile": xla_options.cpu_compile_mode() if backend == "cpu" else None,
+            "cpu_compile": xla_options.cpu_compile_mode(backend),
             "sps": session_steps / train_seconds if train_seconds > 0 else None,
             "checkpoints": [str(p) for p in saved_paths],
             "final_params": str(run_dir / ckpt.FINAL_PARAMS_NAME) if status == "completed" else None,
