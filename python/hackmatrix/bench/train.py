@@ -19,7 +19,7 @@ import numpy as np
 from hackmatrix import xla_options
 from hackmatrix.bench.arguments import positive_int, positive_int_list
 from hackmatrix.tools.cli import ArgumentParser
-from hackmatrix.training import distribution
+from hackmatrix.training import devices, distribution
 from hackmatrix.training.config import (ConfigError, TrainConfig, auto_scale_for_batch_size,
                                         validate)
 
@@ -92,8 +92,8 @@ class _Prepared:
         self.config = config
         start = time.perf_counter()
         trainer = make_trainer(config, env, env_params)
-        self.runner = jax.jit(trainer.init, compiler_options=xla_options.compiler_options())(
-            jax.random.PRNGKey(0))
+        self.runner = jax.jit(trainer.init, compiler_options=xla_options.compiler_options(),
+                              out_shardings=trainer.runner_sharding)(jax.random.PRNGKey(0))
         self.schedule = make_schedule(config)
         self.run_chunk = trainer.run_chunk.lower(self.runner, jnp.int32(0),
                                                  self.schedule).compile()
@@ -137,17 +137,21 @@ def main(argv=None) -> int:
     parser.add_argument("--update-epochs", type=positive_int, help="default: auto-scaled from 4")
     parser.add_argument("--updates", type=positive_int, default=2, help="updates per timed chunk (default 2)")
     parser.add_argument("--repeats", type=positive_int, default=3, help="timed chunks; the median is shown")
+    parser.add_argument("--num-devices", type=positive_int, default=1,
+                        help="devices that share the envs (default 1; on CPU, N splits the CPU "
+                             "into N devices: hackmatrix/training/devices.py)")
     parser.add_argument("--use-cache", action="store_true",
                         help="allow the persistent compilation cache (default off: cold compiles)")
     parser.add_argument("--skip-network-only", action="store_true")
     args = parser.parse_args(argv)
+    devices.request_cpu_devices(args.num_devices)
     explicit = {name: getattr(args, name) for name in ("num_minibatches", "update_epochs")
                 if getattr(args, name) is not None}
     configs = []
     for num_envs in args.num_envs:
         base = TrainConfig(num_envs=num_envs, num_steps=args.num_steps, hidden_dim=args.hidden_dim,
                            num_layers=args.num_layers, log_interval=args.updates,
-                           total_timesteps=10**9, **explicit)
+                           total_timesteps=10**9, num_devices=args.num_devices, **explicit)
         config, _ = auto_scale_for_batch_size(base, frozenset(explicit))
         try:
             validate(config)
@@ -156,13 +160,17 @@ def main(argv=None) -> int:
         configs.append(config)
     if not args.use_cache:
         jax.config.update("jax_enable_compilation_cache", False)
+    backend = jax.default_backend()
+    if args.num_devices > jax.local_device_count():
+        parser.error(f"--num-devices {args.num_devices}, but JAX sees {jax.local_device_count()} "
+                     f"{backend} device(s)")
 
     from hackmatrix.game.env import HackMatrixEnv
     env = HackMatrixEnv()
     env_params = env.default_params
     replay = None if args.skip_network_only else record_replay(env, env_params)
-    backend = jax.default_backend()
-    print(f"backend={backend}{xla_options.cpu_compile_label(backend)} devices={len(jax.devices())} "
+    print(f"backend={backend}{xla_options.cpu_compile_label(backend)} "
+          f"devices={args.num_devices}/{jax.local_device_count()} "
           f"hidden={args.hidden_dim}x{args.num_layers} num_steps={args.num_steps}")
     print(f"{'num_envs':>8} {'batch':>8} {'mb':>3} {'ep':>3} {'compile_s':>9} {'first_upd_s':>11} "
           f"{'train_sps':>10} {'net_only_sps':>12} {'rollout_overhead':>16}")

@@ -21,9 +21,10 @@ import numpy as np
 
 from hackmatrix import xla_options
 from hackmatrix.training import checkpoint as ckpt
+from hackmatrix.training import devices
 from hackmatrix.training import metrics as M
 from hackmatrix.training.config import (ConfigError, TrainConfig, auto_scale_for_batch_size,
-                                        device_defaults, validate)
+                                        device_defaults, device_split_error, validate)
 from hackmatrix.training.wandb_sink import MODES, WandbSink, new_run_id, resolve_mode
 
 EXIT_OK = 0
@@ -64,6 +65,12 @@ def build_parser() -> argparse.ArgumentParser:
                      "included (CPU default 3,000,000; accelerator 200,000,000)")
     run.add_argument("--num-envs", type=int, help="parallel environments (CPU 256; accelerator 2048)")
     run.add_argument("--num-steps", type=int, help="rollout length per env per update (default 128)")
+    run.add_argument("--num-devices", type=int,
+                     help="devices that share the envs, each stepping its share and averaging "
+                          "gradients (default: on GPU/TPU every local device that splits the envs "
+                          "and minibatches evenly; on CPU 1, and N > 1 splits the CPU into N "
+                          "devices so that N cores step the game at once); a resume keeps the "
+                          "checkpoint's count when it can")
 
     ppo = parser.add_argument_group("PPO")
     ppo.add_argument("--num-minibatches", type=int, help="minibatches per epoch (default 4; "
@@ -155,13 +162,16 @@ def _explicit_values(args) -> dict:
     return {name: getattr(args, name) for name in CONFIG_FIELDS if getattr(args, name) is not None}
 
 
-def _fresh_config(args, backend: str) -> tuple[TrainConfig, dict]:
+def _fresh_config(args, backend: str, available_devices: int) -> tuple[TrainConfig, dict]:
     explicit = _explicit_values(args)
-    config = TrainConfig(**{**device_defaults(backend), **explicit})
-    return auto_scale_for_batch_size(config, frozenset(explicit))
+    config, scaled = auto_scale_for_batch_size(
+        TrainConfig(**{**device_defaults(backend), **explicit}), frozenset(explicit))
+    if "num_devices" not in explicit and backend != "cpu":
+        config = devices.most_devices_that_fit(config, available_devices)
+    return config, scaled
 
 
-def _resumed_config(args, saved: dict) -> tuple[TrainConfig, dict]:
+def _resumed_config(args, saved: dict, available_devices: int, say) -> tuple[TrainConfig, dict]:
     explicit = _explicit_values(args)
     saved_config = TrainConfig.from_dict(saved["config"])
     for name in ARCHITECTURE_FIELDS:
@@ -169,15 +179,23 @@ def _resumed_config(args, saved: dict) -> tuple[TrainConfig, dict]:
             raise ckpt.CheckpointError(
                 f"architecture mismatch: --{name.replace('_', '-')} {explicit[name]} but the "
                 f"checkpoint has {getattr(saved_config, name)}")
-    config = dataclasses.replace(saved_config, **explicit)
-    if config.batch_size == saved_config.batch_size:
-        return config, {}
-    # A new batch size: re-derive minibatching from the defaults unless given now.
-    defaults = TrainConfig()
-    config = dataclasses.replace(config, **{
-        name: explicit.get(name, getattr(defaults, name))
-        for name in ("num_minibatches", "update_epochs")})
-    return auto_scale_for_batch_size(config, frozenset(explicit))
+    config, scaled = dataclasses.replace(saved_config, **explicit), {}
+    if config.batch_size != saved_config.batch_size:
+        # A new batch size: re-derive minibatching from the defaults unless given now.
+        defaults = TrainConfig()
+        config = dataclasses.replace(config, **{
+            name: explicit.get(name, getattr(defaults, name))
+            for name in ("num_minibatches", "update_epochs")})
+        config, scaled = auto_scale_for_batch_size(config, frozenset(explicit))
+    if "num_devices" not in explicit and (
+            config.num_devices > available_devices
+            or device_split_error(config, config.num_devices) is not None):
+        config = devices.most_devices_that_fit(config, available_devices)
+    if config.num_devices != saved_config.num_devices:
+        say(f"[resume] warning: num_devices {saved_config.num_devices} -> {config.num_devices}: "
+            "the run continues, but not bit-identically to one that kept "
+            f"{saved_config.num_devices}")
+    return config, scaled
 
 
 def _network_config(config: TrainConfig, obs_dim: int, num_actions: int) -> dict:
@@ -286,7 +304,7 @@ def _build_runner_and_chunk(trainer, schedule, key, saved, config, keep_optimize
     import jax
     import jax.numpy as jnp
 
-    init = jax.jit(trainer.init,
+    init = jax.jit(trainer.init, out_shardings=trainer.runner_sharding,
                    compiler_options=xla_options.compiler_options(run_once=True)).trace(key)
     template = _without_weak_types(init.out_info)
     restored = (None if saved is None
@@ -315,7 +333,7 @@ def _build_runner_and_chunk(trainer, schedule, key, saved, config, keep_optimize
         runner = results[0] if restored is None else jax.tree.map(
             lambda kept, fresh: fresh if isinstance(kept, jax.ShapeDtypeStruct) else kept,
             restored, results[0])
-    return _without_weak_types(runner), run_chunk
+    return jax.device_put(_without_weak_types(runner), trainer.runner_sharding), run_chunk
 
 
 def _checkpoint_state(runner, *, config, network, run_name, update, timesteps, wandb_run_id) -> dict:
@@ -411,33 +429,40 @@ def _train(args) -> int:
 
     from hackmatrix.training.ppo import make_schedule, make_trainer
 
-    backend = jax.default_backend()
-    saved = None
+    say = print
+    saved = resume_path = None
     if args.resume is not None:
         resume_path = ckpt.find_resume_checkpoint(args.resume or None, Path(args.checkpoint_dir),
                                                   args.run_name)
         saved = ckpt.load_checkpoint(resume_path)
-        config, scaled = _resumed_config(args, saved)
+    # Before JAX starts its backends, which fixes how many devices the CPU shows.
+    devices.request_cpu_devices(args.num_devices or int(
+        (saved or {}).get("config", {}).get("num_devices", 1)))
+    backend = jax.default_backend()
+    available_devices = jax.local_device_count()
+    if saved is not None:
+        config, scaled = _resumed_config(args, saved, available_devices, say)
         run_name = saved.get("run_name") or resume_path.parent.name
         run_dir = resume_path.parent
         start_update, start_timesteps = int(saved["update"]), int(saved["timesteps"])
     else:
-        config, scaled = _fresh_config(args, backend)
+        config, scaled = _fresh_config(args, backend, available_devices)
         run_name = args.run_name or datetime.now().strftime("ppo_%Y%m%d-%H%M%S")
         run_dir = Path(args.checkpoint_dir) / run_name
         if ckpt.list_checkpoints(run_dir):
             raise UsageError(f"{run_dir} already holds checkpoints: add --resume to continue it, "
                              "or choose another --run-name")
         start_update, start_timesteps = 0, 0
-        resume_path = None
     validate(config)
+    if config.num_devices > available_devices:
+        raise ConfigError(f"--num-devices {config.num_devices}, but JAX sees "
+                          f"{available_devices} {backend} device(s)")
     remaining_steps = config.total_timesteps - start_timesteps
     num_updates = start_update + max(0, remaining_steps // config.batch_size)
-    say = print
     scaled_text = ("yes (" + ", ".join(f"{k} {a}->{b}" for k, (a, b) in scaled.items()) + ")"
                    if scaled else "no")
     say(f"[config] run={run_name} device={backend}{xla_options.cpu_compile_label(backend)} "
-        f"num_envs={config.num_envs} "
+        f"num_devices={config.num_devices} num_envs={config.num_envs} "
         f"num_steps={config.num_steps} batch_size={config.batch_size} "
         f"minibatch_size={config.minibatch_size} num_minibatches={config.num_minibatches} "
         f"update_epochs={config.update_epochs} gradient_steps={config.gradient_steps_per_update} "

@@ -36,6 +36,8 @@ class TrainConfig:
     num_layers: int = 2
     seed: int = 0
     log_interval: int = 1
+    # Devices that share the envs (data parallelism; the result depends on it).
+    num_devices: int = 1
 
     @property
     def updates_per_chunk(self) -> int:
@@ -116,10 +118,25 @@ def auto_scale_for_batch_size(config: TrainConfig,
     return scaled, changes
 
 
+def device_split_error(config: TrainConfig, num_devices: int) -> str | None:
+    """Why `num_devices` cannot share `config`'s envs and minibatches evenly; None if they can
+    (or if a count is below 1, which `validate` reports)."""
+    if min(num_devices, config.num_envs, config.num_minibatches) < 1:
+        return None
+    if config.num_envs % num_devices:
+        return (f"--num-envs {config.num_envs} is not divisible by --num-devices {num_devices}: "
+                "each device steps an equal share of the envs")
+    if (config.batch_size // num_devices) % config.num_minibatches:
+        return (f"each of the {num_devices} devices' share of the batch "
+                f"({config.batch_size // num_devices} steps) is not divisible by num_minibatches "
+                f"{config.num_minibatches}")
+    return None
+
+
 def validate(config: TrainConfig) -> None:
     """Raises ConfigError with the reason for any invalid value or combination."""
     positive_ints = ("total_timesteps", "num_envs", "num_steps", "num_minibatches", "update_epochs",
-                     "hidden_dim", "num_layers", "log_interval")
+                     "hidden_dim", "num_layers", "log_interval", "num_devices")
     for name in positive_ints:
         if getattr(config, name) < 1:
             raise ConfigError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(config, name)}")
@@ -127,6 +144,9 @@ def validate(config: TrainConfig) -> None:
         raise ConfigError(f"batch size {config.batch_size} (num_envs {config.num_envs} x num_steps "
                           f"{config.num_steps}) is not divisible by num_minibatches "
                           f"{config.num_minibatches}")
+    reason = device_split_error(config, config.num_devices)
+    if reason:
+        raise ConfigError(reason)
     if config.total_timesteps < config.batch_size:
         raise ConfigError(f"--total-timesteps {config.total_timesteps} is less than one update's "
                           f"batch of {config.batch_size} steps")

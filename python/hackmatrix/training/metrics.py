@@ -25,7 +25,8 @@ APPROX_KL_LIMIT = 0.08
 CLIP_FRACTION_LIMIT = 0.35
 ENTROPY_FLOOR = 0.1
 
-LOSS_KEYS = ("pg_loss", "value_loss", "entropy", "approx_kl", "clip_fraction", "total_loss")
+LOSS_KEYS = ("pg_loss", "value_loss", "entropy", "approx_kl", "clip_fraction", "total_loss",
+             "grad_norm")
 SUM_KEYS = ("reward_sum", "episode_return_sum", "episode_length_sum", "num_episodes",
             "reward_components_sum", "move_count", "siphon_count", "program_count",
             "invalid_action_count", "ended_stage_sum", "episodes_won", "episodes_died",

@@ -13,9 +13,14 @@ the static sizes `observation_size` (of `obs.features`) and `num_actions`:
 Update k depends only on the carried RunnerState (RNG included), so how updates are grouped into
 chunks, and whether a run was interrupted and resumed in between, never changes the result.
 
-Layout for data parallelism: per-env data (env state, observations, episode accumulators,
-rollout transitions) has num_envs as its leading axis; parameters and optimiser state live in
-TrainState, apart from per-env data. Sharding the env axis over devices needs no change here.
+Data parallelism: per-env data (env state, observations, episode accumulators, rollout
+transitions) has num_envs as its leading axis; parameters and optimiser state live in TrainState,
+apart from per-env data. With `config.num_devices` > 1 the chunk runs under `jax.shard_map`: each
+device steps its share of the envs with its own random keys (the carried key folded with the
+device index) and shuffles its share of the batch; gradients, loss diagnostics and the
+advantage normalisation are averaged over devices, so the parameters stay replicated. A
+minibatch is then the union of one shard-local minibatch per device. With one device the
+program has no collectives and is the single-device program.
 """
 
 from __future__ import annotations
@@ -24,7 +29,9 @@ from typing import Any, Callable, NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 import optax
+from jax.sharding import NamedSharding, PartitionSpec
 
 from hackmatrix import xla_options
 from hackmatrix.game.constants import ACTION_SIPHON, FIRST_PROGRAM_ACTION, NUM_REWARD_COMPONENTS
@@ -32,6 +39,9 @@ from hackmatrix.training import distribution
 from hackmatrix.training.config import TrainConfig
 from hackmatrix.training.network import ActorCritic, init_params
 
+
+
+ENV_AXIS = "envs"  # the mesh axis that per-env data is split over
 
 
 class TrainState(NamedTuple):
@@ -129,19 +139,35 @@ class Trainer(NamedTuple):
     init_envs: Callable[[jax.Array], EnvBatch]
     init_train_state: Callable[[jax.Array], TrainState]
     run_chunk: Callable[[RunnerState, jax.Array, Schedule], tuple[RunnerState, dict]]
+    runner_sharding: Any  # RunnerState prefix of NamedShardings: per-env data split, rest replicated
 
 
 def make_trainer(config: TrainConfig, env, env_params) -> Trainer:
+    """The first `config.num_devices` local devices share the envs."""
     obs_dim, num_actions = env.observation_size, env.num_actions
     network = ActorCritic(config.hidden_dim, config.num_layers, num_actions)
     optimizer = make_optimizer(config)
-    num_envs, num_steps = config.num_envs, config.num_steps
-    batch_size, minibatch_size = config.batch_size, config.minibatch_size
+    num_devices = config.num_devices
+    devices = jax.local_devices()[:num_devices]
+    if len(devices) != num_devices:
+        raise ValueError(f"num_devices={num_devices}, but JAX sees {len(devices)} local devices")
+    mesh = jax.sharding.Mesh(np.array(devices), (ENV_AXIS,))
+    # Inside the chunk each device sees its own share of the envs and of the batch.
+    num_envs, num_steps = config.num_envs // num_devices, config.num_steps
+    batch_size = config.batch_size // num_devices
+    minibatch_size = config.minibatch_size // num_devices
+
+    def device_mean(x):
+        return x if num_devices == 1 else jax.lax.pmean(x, ENV_AXIS)
+
+    def device_key(key):
+        """This device's key from a key every device holds: its envs and shuffles differ."""
+        return key if num_devices == 1 else jax.random.fold_in(key, jax.lax.axis_index(ENV_AXIS))
 
     def init_envs(key: jax.Array) -> EnvBatch:
-        obs, env_state = env.batch_reset(jax.random.split(key, num_envs), env_params)
-        return EnvBatch(env_state, obs, jnp.zeros(num_envs, jnp.float32),
-                        jnp.zeros(num_envs, jnp.int32))
+        obs, env_state = env.batch_reset(jax.random.split(key, config.num_envs), env_params)
+        return EnvBatch(env_state, obs, jnp.zeros(config.num_envs, jnp.float32),
+                        jnp.zeros(config.num_envs, jnp.int32))
 
     def init_train_state(key: jax.Array) -> TrainState:
         params = init_params(network, key, obs_dim)
@@ -155,6 +181,7 @@ def make_trainer(config: TrainConfig, env, env_params) -> Trainer:
     def env_step(carry, _):
         params, envs, rng = carry
         rng, action_key, step_key = jax.random.split(rng, 3)
+        action_key, step_key = device_key(action_key), device_key(step_key)
         logits, value = network.apply(params, envs.obs.features)
         action = distribution.sample(action_key, logits, envs.obs.action_mask)
         action_log_prob = distribution.log_prob(logits, envs.obs.action_mask, action)
@@ -183,7 +210,7 @@ def make_trainer(config: TrainConfig, env, env_params) -> Trainer:
 
     # ---------------------------------------------------------------- PPO loss and update
     def loss_fn(params, minibatch):
-        transitions, advantages, targets = minibatch
+        transitions, normalized, targets = minibatch
         logits, value = network.apply(params, transitions.obs.features)
         mask = transitions.obs.action_mask
         new_log_prob = distribution.log_prob(logits, mask, transitions.action)
@@ -196,7 +223,6 @@ def make_trainer(config: TrainConfig, env, env_params) -> Trainer:
 
         log_ratio = new_log_prob - transitions.log_prob
         ratio = jnp.exp(log_ratio)
-        normalized = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
         pg_loss = -jnp.minimum(ratio * normalized,
                                jnp.clip(ratio, 1.0 - config.clip_eps, 1.0 + config.clip_eps)
                                * normalized).mean()
@@ -211,14 +237,23 @@ def make_trainer(config: TrainConfig, env, env_params) -> Trainer:
 
     def update_minibatch(carry, minibatch):
         train, lr = carry
-        grads, diagnostics = jax.grad(loss_fn, has_aux=True)(train.params, minibatch)
+        transitions, advantages, targets = minibatch
+        # Normalised over the whole minibatch, on every device alike.
+        mean = device_mean(advantages.mean())
+        std = jnp.sqrt(device_mean(jnp.square(advantages - mean).mean()))
+        normalized = (advantages - mean) / (std + 1e-8)
+        grads, diagnostics = jax.grad(loss_fn, has_aux=True)(
+            train.params, (transitions, normalized, targets))
+        # Each device's loss is the mean over its share: their mean is the minibatch's gradient.
+        grads, diagnostics = device_mean((grads, diagnostics))
+        diagnostics["grad_norm"] = optax.tree.norm(grads)  # before clipping
         updates, opt_state = optimizer.update(grads, train.opt_state, train.params)
         params = optax.apply_updates(train.params, jax.tree.map(lambda u: -lr * u, updates))
         return (TrainState(params, opt_state, train.schedule_timesteps), lr), diagnostics
 
     def update_epoch(carry, shuffle_key):
         train, lr, batch = carry
-        permutation = jax.random.permutation(shuffle_key, batch_size)
+        permutation = jax.random.permutation(device_key(shuffle_key), batch_size)
 
         def to_minibatches(x):
             flat = x.reshape((batch_size,) + x.shape[2:])
@@ -240,10 +275,11 @@ def make_trainer(config: TrainConfig, env, env_params) -> Trainer:
         (train, _, _), diagnostics = jax.lax.scan(
             update_epoch, (train, lr, (transitions, advantages, targets)),
             jax.random.split(epochs_key, config.update_epochs))
-        train = train._replace(schedule_timesteps=train.schedule_timesteps + jnp.float32(batch_size))
+        train = train._replace(
+            schedule_timesteps=train.schedule_timesteps + jnp.float32(config.batch_size))
 
         metrics = {name: value.mean() for name, value in diagnostics.items()}
-        metrics.update(rollout_metrics(transitions, stats))
+        metrics.update(over_devices(rollout_metrics(transitions, stats)))
         metrics["learning_rate"] = lr
         return RunnerState(train, envs, rng), metrics
 
@@ -256,8 +292,32 @@ def make_trainer(config: TrainConfig, env, env_params) -> Trainer:
 
         return jax.lax.scan(maybe_update, runner, jnp.arange(config.updates_per_chunk))
 
-    return Trainer(network, optimizer, init, init_envs, init_train_state,
-                   jax.jit(run_chunk, compiler_options=xla_options.compiler_options()))
+    def over_devices(sums: dict) -> dict:
+        """Rollout sums and maxima of all devices' envs."""
+        if num_devices == 1:
+            return sums
+        return {name: (jax.lax.pmax if name in ROLLOUT_MAXIMA else jax.lax.psum)(value, ENV_AXIS)
+                for name, value in sums.items()}
+
+    replicated, per_env = PartitionSpec(), PartitionSpec(ENV_AXIS)
+    runner_specs = RunnerState(train=replicated, envs=per_env, rng=replicated)
+    chunk = run_chunk
+    if num_devices > 1:
+        # check_vma off: the game's loop carries start device-invariant and become per-device,
+        # which the replication check rejects. Every collective above is written out instead.
+        chunk = jax.shard_map(run_chunk, mesh=mesh, in_specs=(runner_specs, replicated, replicated),
+                              out_specs=(runner_specs, replicated), check_vma=False)
+    runner_sharding = jax.tree.map(lambda spec: NamedSharding(mesh, spec), runner_specs,
+                                   is_leaf=lambda x: isinstance(x, PartitionSpec))
+    everywhere = NamedSharding(mesh, replicated)
+    # Explicit shardings: host arrays (a restored checkpoint) are placed on the mesh as they come.
+    chunk = jax.jit(chunk, in_shardings=(runner_sharding, everywhere, everywhere),
+                    out_shardings=(runner_sharding, everywhere),
+                    compiler_options=xla_options.compiler_options())
+    return Trainer(network, optimizer, init, init_envs, init_train_state, chunk, runner_sharding)
+
+
+ROLLOUT_MAXIMA = frozenset({"highest_stage"})
 
 
 def rollout_metrics(transitions: Transition, stats: StepStats) -> dict:

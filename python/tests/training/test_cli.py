@@ -57,7 +57,12 @@ def test_end_to_end_run_writes_checkpoint_params_metrics_and_summary(tmp_path, c
     assert out.count("[train] update=") == 3
 
 
-def test_sigint_checkpoint_then_resume_gives_bit_identical_params(tmp_path, monkeypatch):
+@pytest.mark.parametrize("devices", [[], ["--num-devices", "2"]], ids=["one_device", "two_devices"])
+def test_sigint_checkpoint_then_resume_gives_bit_identical_params(tmp_path, monkeypatch, devices,
+                                                                  capsys):
+    def train(tmp_path, run_name):
+        return cli.main([*TINY, *devices, *TOTAL, "--checkpoint-dir", str(tmp_path),
+                         "--run-name", run_name, "--no-wandb"])
     assert train(tmp_path, "straight") == 0
 
     # Deliver a real SIGINT to this process right after the first log line (update 2).
@@ -83,6 +88,10 @@ def test_sigint_checkpoint_then_resume_gives_bit_identical_params(tmp_path, monk
         np.testing.assert_array_equal(expected[key], resumed[key], err_msg=key)
     records = [json.loads(l) for l in (run_dir / "metrics.jsonl").read_text().splitlines()]
     assert [r["update"] for r in records] == [2, 4, 6]
+    # The resume kept the checkpoint's device count without being told.
+    num_devices = 2 if devices else 1
+    assert final["config"]["num_devices"] == num_devices
+    assert capsys.readouterr().out.count(f"num_devices={num_devices} ") == 3
 
 
 def test_truncated_checkpoint_exits_6(tmp_path, capsys):
@@ -101,6 +110,9 @@ def test_truncated_checkpoint_exits_6(tmp_path, capsys):
     ["--num-envs", "6", "--num-steps", "5", "--num-minibatches", "4"],
     ["--wandb-mode", "sometimes"],
     ["--total-timesteps", "ten"],
+    ["--num-devices", "0"],
+    ["--num-envs", "6", "--num-devices", "4"],
+    ["--num-envs", "8", "--num-devices", "8"],  # the tests' process has two CPU devices
 ])
 def test_bad_flags_exit_3_with_the_reason(argv, capsys):
     assert cli.main(argv + ["--no-wandb"]) == cli.EXIT_BAD_ARGS
@@ -113,7 +125,7 @@ def test_help_documents_every_flag(capsys):
     for flag in ("--total-timesteps", "--num-envs", "--num-steps", "--num-minibatches",
                  "--update-epochs", "--lr", "--anneal-lr", "--gamma", "--gae-lambda", "--clip-eps",
                  "--ent-coef", "--vf-coef", "--max-grad-norm", "--hidden-dim", "--num-layers",
-                 "--seed", "--checkpoint-dir", "--run-name", "--save-interval-minutes",
+                 "--seed", "--num-devices", "--checkpoint-dir", "--run-name", "--save-interval-minutes",
                  "--save-interval", "--keep-checkpoints", "--resume", "--keep-optimizer",
                  "--wandb", "--no-wandb", "--wandb-project", "--wandb-entity", "--wandb-mode",
                  "--no-artifact", "--log-interval", "--verbose"):

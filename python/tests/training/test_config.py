@@ -1,9 +1,10 @@
-"""Auto-scaling math and config validation."""
+"""Auto-scaling math, config validation and the default device count."""
 
 import pytest
 
 from hackmatrix.training.config import (ConfigError, TrainConfig, auto_scale_for_batch_size,
                                         validate)
+from hackmatrix.training.devices import most_devices_that_fit
 
 
 def scaled(num_envs, num_steps=128, explicit=frozenset(), **values):
@@ -50,7 +51,26 @@ def test_explicit_values_are_never_changed():
     ({"total_timesteps": 10}, "less than one update"),
     ({"gamma": 1.5}, "--gamma"),
     ({"lr": float("nan")}, "--lr"),
+    ({"num_devices": 0}, "--num-devices"),
+    ({"num_envs": 12, "num_devices": 8}, "not divisible by --num-devices 8"),
+    # 8 envs x 3 steps on 2 devices: 12 steps each, not 8 minibatches' worth.
+    ({"num_envs": 8, "num_steps": 3, "num_minibatches": 8, "num_devices": 2}, "share of the batch"),
 ])
 def test_validation_reports_the_reason(values, reason):
     with pytest.raises(ConfigError, match=reason):
         validate(TrainConfig(**values))
+
+
+@pytest.mark.parametrize("num_envs, num_steps, available, expected", [
+    (2048, 128, 8, 8),   # a TPU VM's 8 chips
+    (2048, 128, 1, 1),
+    (12, 128, 8, 6),     # the most that split 12 envs
+    (8, 3, 8, 2),        # 4 minibatches of each share: 12 steps on 2, not 6 on 4 or 3 on 8
+    (7, 128, 4, 1),
+])
+def test_default_device_count_is_the_most_that_split_the_batch(num_envs, num_steps, available,
+                                                                expected):
+    config = TrainConfig(num_envs=num_envs, num_steps=num_steps, total_timesteps=10**9)
+    fitted = most_devices_that_fit(config, available)
+    assert fitted.num_devices == expected
+    validate(fitted)

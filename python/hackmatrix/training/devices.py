@@ -1,0 +1,30 @@
+"""How many devices share the envs (data parallelism, `TrainConfig.num_devices`).
+
+On a GPU or TPU machine every local device is a device; by default a run uses the most of them
+that split its envs and minibatches evenly. On CPU, XLA shows one device unless asked for more
+before JAX starts its backends: each CPU device then runs its share of a sharded program on its
+own thread, so N devices step N shares of the game at once. The game's small kernels use one core
+each, so on CPU this speeds up the rollout; the network's large kernels already use every core.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from hackmatrix.training.config import TrainConfig, device_split_error
+
+
+def request_cpu_devices(count: int) -> None:
+    """Have JAX's CPU backend show `count` devices (at least), if its backends have not started
+    yet; afterwards the count is fixed and this does nothing."""
+    import jax
+    from jax._src import xla_bridge
+    if count > 1 and not xla_bridge.backends_are_initialized():
+        jax.config.update("jax_num_cpu_devices", max(count, jax.config.jax_num_cpu_devices))
+
+
+def most_devices_that_fit(config: TrainConfig, available: int) -> TrainConfig:
+    """`config` with num_devices the largest count up to `available` that splits its envs and
+    minibatches evenly (1 always does)."""
+    count = max(n for n in range(1, available + 1) if device_split_error(config, n) is None)
+    return dataclasses.replace(config, num_devices=count)
