@@ -1,4 +1,5 @@
-"""`benchmark.py train`: compile time and steady-state PPO training SPS at several num_envs.
+"""`benchmark.py train`: compile time and steady-state PPO training SPS at several num_envs (and
+device counts: `--num-devices 1,2`).
 
 For each num_envs it also measures a network-only bound: the same PPO update (same code, same
 shapes) fed with stored observations by a replay env whose step is a table lookup, so the
@@ -112,18 +113,20 @@ class _Prepared:
                         / (time.perf_counter() - start))
 
 
-def measure(config: TrainConfig, env, env_params, repeats: int, replay=None):
-    """Compile seconds, first-update seconds and median steady-state SPS for one config, for
-    the real env and (if given) the replay env. The timed chunks of the two alternate, so a
-    slow spell of the shared machine hits both and the overhead ratio stays meaningful."""
-    runs = [_Prepared(config, env, env_params)]
-    if replay is not None:
-        runs.append(_Prepared(config, replay, env_params))
+def measure(configs: list[TrainConfig], env, env_params, repeats: int, replay=None):
+    """Per config: compile seconds, first-update seconds and median steady-state SPS, for the
+    real env and (if given) the replay env. The timed chunks of all of them alternate, so a slow
+    spell of the shared machine hits each and the ratios between them stay meaningful."""
+    runs = [[_Prepared(config, env, env_params)]
+            + ([_Prepared(config, replay, env_params)] if replay is not None else [])
+            for config in configs]
     for _ in range(repeats):
-        for run in runs:
-            run.time_chunk()
-    return [{"compile_s": run.compile_s, "first_update_s": run.first_update_s,
-             "sps": statistics.median(run.sps), "sps_all": run.sps} for run in runs]
+        for pair in runs:
+            for run in pair:
+                run.time_chunk()
+    return [[{"compile_s": run.compile_s, "first_update_s": run.first_update_s,
+              "sps": statistics.median(run.sps), "sps_all": run.sps} for run in pair]
+            for pair in runs]
 
 
 def main(argv=None) -> int:
@@ -137,52 +140,56 @@ def main(argv=None) -> int:
     parser.add_argument("--update-epochs", type=positive_int, help="default: auto-scaled from 4")
     parser.add_argument("--updates", type=positive_int, default=2, help="updates per timed chunk (default 2)")
     parser.add_argument("--repeats", type=positive_int, default=3, help="timed chunks; the median is shown")
-    parser.add_argument("--num-devices", type=positive_int, default=1,
-                        help="devices that share the envs (default 1; on CPU, N splits the CPU "
-                             "into N devices: hackmatrix/training/devices.py)")
+    parser.add_argument("--num-devices", type=positive_int_list, default=[1],
+                        help="comma-separated counts of devices that share the envs, measured "
+                             "interleaved (default 1; on CPU, N makes JAX show N CPU devices: "
+                             "hackmatrix/training/devices.py)")
     parser.add_argument("--use-cache", action="store_true",
                         help="allow the persistent compilation cache (default off: cold compiles)")
     parser.add_argument("--skip-network-only", action="store_true")
     args = parser.parse_args(argv)
-    devices.request_cpu_devices(args.num_devices)
+    devices.request_cpu_devices(max(args.num_devices))
     explicit = {name: getattr(args, name) for name in ("num_minibatches", "update_epochs")
                 if getattr(args, name) is not None}
-    configs = []
+    configs = {}  # num_envs -> its configs, one per device count
     for num_envs in args.num_envs:
-        base = TrainConfig(num_envs=num_envs, num_steps=args.num_steps, hidden_dim=args.hidden_dim,
-                           num_layers=args.num_layers, log_interval=args.updates,
-                           total_timesteps=10**9, num_devices=args.num_devices, **explicit)
-        config, _ = auto_scale_for_batch_size(base, frozenset(explicit))
-        try:
-            validate(config)
-        except ConfigError as error:
-            parser.error(str(error))
-        configs.append(config)
+        for num_devices in args.num_devices:
+            base = TrainConfig(num_envs=num_envs, num_steps=args.num_steps,
+                               hidden_dim=args.hidden_dim, num_layers=args.num_layers,
+                               log_interval=args.updates, total_timesteps=10**9,
+                               num_devices=num_devices, **explicit)
+            config, _ = auto_scale_for_batch_size(base, frozenset(explicit))
+            try:
+                validate(config)
+            except ConfigError as error:
+                parser.error(str(error))
+            configs.setdefault(num_envs, []).append(config)
     if not args.use_cache:
         jax.config.update("jax_enable_compilation_cache", False)
     backend = jax.default_backend()
-    if args.num_devices > jax.local_device_count():
-        parser.error(f"--num-devices {args.num_devices}, but JAX sees {jax.local_device_count()} "
-                     f"{backend} device(s)")
+    if max(args.num_devices) > jax.local_device_count():
+        parser.error(f"--num-devices {max(args.num_devices)}, but JAX sees "
+                     f"{jax.local_device_count()} {backend} device(s)")
 
     from hackmatrix.game.env import HackMatrixEnv
     env = HackMatrixEnv()
     env_params = env.default_params
     replay = None if args.skip_network_only else record_replay(env, env_params)
     print(f"backend={backend}{xla_options.cpu_compile_label(backend)} "
-          f"devices={args.num_devices}/{jax.local_device_count()} "
+          f"devices={jax.local_device_count()} "
           f"hidden={args.hidden_dim}x{args.num_layers} num_steps={args.num_steps}")
-    print(f"{'num_envs':>8} {'batch':>8} {'mb':>3} {'ep':>3} {'compile_s':>9} {'first_upd_s':>11} "
-          f"{'train_sps':>10} {'net_only_sps':>12} {'rollout_overhead':>16}")
-    for config in configs:
-        results = measure(config, env, env_params, args.repeats, replay)
-        full = results[0]
-        line = (f"{config.num_envs:>8} {config.batch_size:>8} {config.num_minibatches:>3} "
-                f"{config.update_epochs:>3} {full['compile_s']:>9.1f} {full['first_update_s']:>11.1f} "
-                f"{full['sps']:>10.0f}")
-        if replay is not None:
-            bound = results[1]
-            overhead = bound["sps"] / full["sps"] - 1.0
-            line += f" {bound['sps']:>12.0f} {overhead:>15.1%}"
-        print(line, flush=True)
+    print(f"{'num_envs':>8} {'dev':>3} {'batch':>8} {'mb':>3} {'ep':>3} {'compile_s':>9} "
+          f"{'first_upd_s':>11} {'train_sps':>10} {'net_only_sps':>12} {'rollout_overhead':>16}")
+    for same_envs in configs.values():
+        for config, results in zip(same_envs,
+                                   measure(same_envs, env, env_params, args.repeats, replay)):
+            full = results[0]
+            line = (f"{config.num_envs:>8} {config.num_devices:>3} {config.batch_size:>8} "
+                    f"{config.num_minibatches:>3} {config.update_epochs:>3} "
+                    f"{full['compile_s']:>9.1f} {full['first_update_s']:>11.1f} {full['sps']:>10.0f}")
+            if replay is not None:
+                bound = results[1]
+                overhead = bound["sps"] / full["sps"] - 1.0
+                line += f" {bound['sps']:>12.0f} {overhead:>15.1%}"
+            print(line, flush=True)
     return 0

@@ -1,0 +1,17 @@
+"""`benchmark.py train`: one line per num_envs and device count, with the network-only bound."""
+
+from hackmatrix.bench import train as train_benchmark
+
+
+def test_prints_each_device_count_with_its_bound(capsys):
+    assert train_benchmark.main(["--num-envs", "4", "--num-devices", "1,2", "--num-steps", "4",
+                                 "--hidden-dim", "8", "--num-layers", "1", "--updates", "1",
+                                 "--repeats", "1", "--use-cache"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("backend=cpu") and lines[1].split()[:2] == ["num_envs", "dev"]
+    rows = [line.split() for line in lines[2:]]
+    assert [row[:5] for row in rows] == [["4", "1", "16", "4", "4"], ["4", "2", "16", "4", "4"]]
+    for row in rows:
+        compile_s, first_update_s, train_sps, bound_sps = map(float, row[5:9])
+        assert 0 < compile_s <= first_update_s and train_sps > 0 and bound_sps > 0
+        assert abs(float(row[9].rstrip("%")) / 100 - (bound_sps / train_sps - 1)) < 3e-3
