@@ -167,9 +167,8 @@ def main(argv=None) -> int:
     if not args.use_cache:
         jax.config.update("jax_enable_compilation_cache", False)
     backend = jax.default_backend()
-    if max(args.num_devices) > jax.local_device_count():
-        parser.error(f"--num-devices {max(args.num_devices)}, but JAX sees "
-                     f"{jax.local_device_count()} {backend} device(s)")
+    if (error := devices.missing_devices_error(max(args.num_devices))) is not None:
+        parser.error(error)
 
     from hackmatrix.game.env import HackMatrixEnv
     env = HackMatrixEnv()

@@ -454,9 +454,8 @@ def _train(args) -> int:
                              "or choose another --run-name")
         start_update, start_timesteps = 0, 0
     validate(config)
-    if config.num_devices > available_devices:
-        raise ConfigError(f"--num-devices {config.num_devices}, but JAX sees "
-                          f"{available_devices} {backend} device(s)")
+    if (error := devices.missing_devices_error(config.num_devices)) is not None:
+        raise ConfigError(error)
     remaining_steps = config.total_timesteps - start_timesteps
     num_updates = start_update + max(0, remaining_steps // config.batch_size)
     scaled_text = ("yes (" + ", ".join(f"{k} {a}->{b}" for k, (a, b) in scaled.items()) + ")"

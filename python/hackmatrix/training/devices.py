@@ -23,6 +23,16 @@ def request_cpu_devices(count: int) -> None:
         jax.config.update("jax_num_cpu_devices", max(count, jax.config.jax_num_cpu_devices))
 
 
+def missing_devices_error(requested: int) -> str | None:
+    """Why `requested` devices cannot be used here (more than JAX sees), or None."""
+    import jax
+    available = jax.local_device_count()
+    if requested <= available:
+        return None
+    return (f"--num-devices {requested}, but JAX sees {available} "
+            f"{jax.default_backend()} device(s)")
+
+
 def most_devices_that_fit(config: TrainConfig, available: int) -> TrainConfig:
     """`config` with num_devices the largest count up to `available` that splits its envs and
     minibatches evenly (1 always does)."""

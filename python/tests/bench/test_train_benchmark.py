@@ -1,6 +1,9 @@
 """`benchmark.py train`: one line per num_envs and device count, with the network-only bound."""
 
+import pytest
+
 from hackmatrix.bench import train as train_benchmark
+from hackmatrix.tools.cli import EXIT_BAD_ARGUMENTS
 
 
 def test_prints_each_device_count_with_its_bound(capsys):
@@ -15,3 +18,11 @@ def test_prints_each_device_count_with_its_bound(capsys):
         compile_s, first_update_s, train_sps, bound_sps = map(float, row[5:9])
         assert 0 < compile_s <= first_update_s and train_sps > 0 and bound_sps > 0
         assert abs(float(row[9].rstrip("%")) / 100 - (bound_sps / train_sps - 1)) < 3e-3
+
+
+def test_more_devices_than_jax_sees_is_a_usage_error(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        train_benchmark.main(["--num-envs", "4", "--num-devices", "1,4"])
+    assert exit_info.value.code == EXIT_BAD_ARGUMENTS
+    assert capsys.readouterr().err.strip().endswith(
+        "--num-devices 4, but JAX sees 2 cpu device(s)")  # the tests' process has two

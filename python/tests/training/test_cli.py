@@ -112,11 +112,16 @@ def test_truncated_checkpoint_exits_6(tmp_path, capsys):
     ["--total-timesteps", "ten"],
     ["--num-devices", "0"],
     ["--num-envs", "6", "--num-devices", "4"],
-    ["--num-envs", "8", "--num-devices", "8"],  # the tests' process has two CPU devices
 ])
 def test_bad_flags_exit_3_with_the_reason(argv, capsys):
     assert cli.main(argv + ["--no-wandb"]) == cli.EXIT_BAD_ARGS
     assert capsys.readouterr().err.startswith("error: bad arguments:")
+
+
+def test_more_devices_than_jax_sees_names_the_count(capsys):
+    assert cli.main(["--num-envs", "8", "--num-devices", "8", "--no-wandb"]) == cli.EXIT_BAD_ARGS
+    assert capsys.readouterr().err.strip().endswith(
+        "--num-devices 8, but JAX sees 2 cpu device(s)")  # the tests' process has two
 
 
 def test_help_documents_every_flag(capsys):
