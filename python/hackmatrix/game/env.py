@@ -151,8 +151,9 @@ def _with_time(before: transition.StepBeforeGeneration, state: EnvState, params:
     generation: (StepBeforeGeneration, time, done, info)."""
     time = state.time + 1
     truncated = (time >= params.max_steps_in_episode) & ~before.done
-    info = {name: before.info[name] for name in ("reward_components", "stage", "score", "won",
-                                                 "death", "invalid_action")}
+    info = {name: before.info[name] for name in ("reward_components", "stage", "score",
+                                                 "stage_complete", "won", "death",
+                                                 "invalid_action")}
     info["truncated"] = truncated
     return before, time, before.done | truncated, info
 

@@ -40,9 +40,9 @@ def _per_cell(values, slot, empty):
     return jnp.concatenate([values, jnp.full((1,), empty, values.dtype)])[slot]
 
 
-# The enemy word: shown 1 bit, kind 2 bits, stunned, spawnedFromSiphon, then hp (signed: scenario
-# hp is stored verbatim). One int32 gather per cell instead of seven floats.
-_SHOWN, _KIND_SHIFT, _STUNNED_SHIFT, _SIPHON_SHIFT, _HP_SHIFT = 1, 1, 3, 4, 5
+# The enemy word: shown 1 bit, kind 2 bits, stunned, spawnedFromSiphon. One int32 gather per cell
+# instead of six floats; hp has its own gather, since scenario hp is any int32 (stored verbatim).
+_SHOWN, _KIND_SHIFT, _STUNNED_SHIFT, _SIPHON_SHIFT = 1, 1, 3, 4
 
 
 def _enemy_channels(state: S.GameState) -> jax.Array:
@@ -56,14 +56,14 @@ def _enemy_channels(state: S.GameState) -> jax.Array:
                | (enemies.col == core.player_col) | core.show_activated)
     word = jnp.where(visible, _SHOWN | (enemies.kind << _KIND_SHIFT)
                      | (enemies.stunned.astype(jnp.int32) << _STUNNED_SHIFT)
-                     | (enemies.from_siphon.astype(jnp.int32) << _SIPHON_SHIFT)
-                     | (enemies.hp << _HP_SHIFT), 0)
+                     | (enemies.from_siphon.astype(jnp.int32) << _SIPHON_SHIFT), 0)
     slot = _first_slot_per_cell(enemies.row, enemies.col, enemies.active & (enemies.hp > 0))
     word = _per_cell(word, slot, 0)[:, None]
+    hp = _per_cell(jnp.where(visible, enemies.hp, 0), slot, 0)[:, None]
     kind = jnp.where((word & _SHOWN) != 0, (word >> _KIND_SHIFT) & 3, -1)
     return jnp.concatenate([
         (kind == jnp.arange(C.NUM_ENEMY_TYPES)).astype(jnp.float32),
-        (word >> _HP_SHIFT) / 3.0,
+        hp / 3.0,
         (word >> _STUNNED_SHIFT) & 1,
         (word >> _SIPHON_SHIFT) & 1,
     ], axis=1).astype(jnp.float32)

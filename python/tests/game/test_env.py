@@ -139,7 +139,7 @@ def test_death_ends_the_episode_with_terminal_info():
     state = env_state({"player": {"row": 3, "col": 3, "hp": 0}, "stage": 3})
     _, new_state, reward, done, info = STEP(KEY, state, UP, PARAMS)
     assert bool(done) and bool(info["death"]) and not bool(info["invalid_action"])
-    assert int(info["stage"]) == 3
+    assert int(info["stage"]) == 3 and not bool(info["stage_complete"])
     components = dict(zip(C.REWARD_COMPONENTS, np.asarray(info["reward_components"])))
     assert components["death"] == pytest.approx(-1.5)
     assert float(reward) == pytest.approx(-1.51)
@@ -149,7 +149,8 @@ def test_death_ends_the_episode_with_terminal_info():
 def test_victory_ends_the_episode_with_terminal_info():
     state = env_state({"player": {"row": 5, "col": 4, "score": 3}, "stage": 8})
     _, new_state, reward, done, info = STEP(KEY, state, RIGHT, PARAMS)
-    assert bool(done) and bool(info["won"]) and int(info["stage"]) == 8
+    assert bool(done) and bool(info["won"]) and bool(info["stage_complete"])
+    assert int(info["stage"]) == 8
     assert int(info["score"]) == 3
     assert float(reward) == pytest.approx(-0.01 + 64 + 0.05 + 500 + 300, rel=1e-6)
     assert int(new_state.time) == 0 and int(new_state.game.stage) == 1
@@ -214,6 +215,7 @@ def test_single_generation_step_matches_step_and_reset():
     obs, stepped, reward, done, info = STEP(KEY, state, RIGHT, PARAMS)
     game, game_obs, game_reward, game_done, game_info = compiled.STEP(step_key, state.game, RIGHT)
     assert bool(game_info["stage_complete"]) and not bool(done) and not bool(game_done)
+    assert bool(info["stage_complete"]) and not bool(info["won"])
     assert int(stepped.game.stage) == 3 and int(stepped.time) == 5
     assert_trees_equal(stepped.game, game)
     assert_trees_equal((obs, stepped, reward, done, info), STEP_ENV(KEY, state, RIGHT, PARAMS))

@@ -76,6 +76,13 @@ def test_enemy_hp_is_not_capped_and_flags_are_shown():
     assert cell(obs, 1, 1) == {1: 1.0, 4: pytest.approx(7 / 3), 5: 1.0, 6: 1.0}
 
 
+@pytest.mark.parametrize("hp", [2**26, 2**31 - 1])
+def test_enemy_hp_is_exact_up_to_the_int32_range(hp):
+    # A.1 stores scenario hp verbatim; the hp channel must not wrap for huge values.
+    obs = observe(enemies=[enemy("daemon", 1, 1, hp)])
+    assert cell(obs, 1, 1)[4] == np.float32(hp) / np.float32(3)
+
+
 def test_from_scheduled_task_flag_is_not_observable():
     plain = observe(enemies=[enemy("virus", 1, 1, 2)])
     scheduled = observe(enemies=[enemy("virus", 1, 1, 2, isFromScheduledTask=True)])

@@ -158,6 +158,18 @@ def test_death_penalty_by_stage(stage, penalty):
     assert bool(done) and bool(info["death"])
 
 
+def test_a_setup_with_hp_zero_lives_on_when_the_action_heals():
+    """The exit (§12.1 hp + 1) and RESET (hp 3) end the step with hp > 0: no death (§12.3;
+    specs/game-rules.md)."""
+    state, _, r, done, info = run({"player": {"row": 5, "col": 4, "hp": 0}, "stage": 2}, RIGHT)
+    assert_reward(r, info, 3.04, stage=2.0, hpRecovery=1.0, death=0.0)
+    assert not done and not bool(info["death"]) and int(state.core.hp) == 1
+    d = {"player": {"row": 3, "col": 3, "hp": 0, "energy": 4}, "ownedPrograms": ["RESET"]}
+    state, _, r, done, info = run(d, action_of("RESET"))
+    assert_reward(r, info, 2.79, hpRecovery=3.0, resourceGain=-0.2, death=0.0)
+    assert not done and not bool(info["death"]) and int(state.core.hp) == 3
+
+
 def test_siphon_death_penalty_needs_an_adjacent_siphon_enemy_and_a_turn_ending_action():
     d = {"player": {"row": 3, "col": 3, "hp": 0, "credits": 2},
          "ownedPrograms": ["SHOW"],
