@@ -222,9 +222,11 @@ def resolve(key, state: S.GameState, action, program_result=None):
     program).
     """
     action = jnp.asarray(action, jnp.int32)
-    is_move = action < C.NUM_DIRECTIONS
+    # A number outside 0-27 is no action at all: it fails like any invalid action (§4.4).
+    in_range = (action >= 0) & (action < C.NUM_ACTIONS)
+    is_move = in_range & (action < C.NUM_DIRECTIONS)
     is_siphon = action == C.ACTION_SIPHON
-    is_program = action >= C.FIRST_PROGRAM_ACTION
+    is_program = in_range & (action >= C.FIRST_PROGRAM_ACTION)
 
     moved, move_outcome = _move_or_attack(state, jnp.clip(action, 0, C.NUM_DIRECTIONS - 1))
     siphoned, siphon_outcome = _siphon(state)
@@ -238,6 +240,7 @@ def resolve(key, state: S.GameState, action, program_result=None):
     outcomes = (move_outcome, siphon_outcome, program_outcome)
     outcome = O.ActionOutcome(*[_merge_leaf(list(zip(predicates, fields)), None)
                                 for fields in zip(*outcomes)])
+    outcome = outcome._replace(failed=outcome.failed | ~in_range)
 
     # A branch's state is taken only if it is the chosen one and did not fail; otherwise the
     # input state stays (§4.4), folded into the same selects. The UNDO history buffer is never

@@ -48,8 +48,9 @@ _MAX_SPEED = int(C.ENEMY_SPEED.max())
 
 
 # Packed transmission word for hatching and compaction: row 0-2, col 3-5, type 6-7,
-# from_siphon 8, from_scheduled 9, present 10, turnsRemaining (signed) from bit 11.
-_T_COL, _T_TYPE, _T_SIPHON, _T_SCHEDULED, _T_PRESENT, _T_TURNS = 3, 6, 1 << 8, 1 << 9, 1 << 10, 11
+# from_siphon 8, from_scheduled 9, present 10. turnsRemaining moves on its own: setup stores any
+# int32 verbatim (A.1).
+_T_COL, _T_TYPE, _T_SIPHON, _T_SCHEDULED, _T_PRESENT = 3, 6, 1 << 8, 1 << 9, 1 << 10
 
 
 def _hatch(enemies: S.Enemies, transmissions: S.Transmissions):
@@ -62,7 +63,7 @@ def _hatch(enemies: S.Enemies, transmissions: S.Transmissions):
     staying = t.active & ~hatching
     words = (t.row | (t.col << _T_COL) | (t.enemy_type << _T_TYPE)
              | jnp.where(t.from_siphon, _T_SIPHON, 0) | jnp.where(t.from_scheduled, _T_SCHEDULED, 0)
-             | _T_PRESENT | ((t.turns_remaining - 1) << _T_TURNS)).astype(jnp.int32)
+             | _T_PRESENT).astype(jnp.int32)
     capacity = t.active.shape[0]
 
     # Hatchlings go to the enemy slots after the last enemy, in transmission order.
@@ -86,10 +87,11 @@ def _hatch(enemies: S.Enemies, transmissions: S.Transmissions):
     # The others count down and close ranks (stable).
     target = jnp.where(staying, spawning.exclusive_prefix_count(staying), capacity)
     kept = jnp.zeros((capacity,), jnp.int32).at[target].set(words, mode="drop")
-    present = (kept & _T_PRESENT) != 0
+    kept_turns = jnp.zeros((capacity,), jnp.int32).at[target].set(t.turns_remaining - 1,
+                                                                   mode="drop")
     transmissions = S.Transmissions(
-        active=present, row=kept & 7, col=(kept >> _T_COL) & 7,
-        turns_remaining=jnp.where(present, kept >> _T_TURNS, 0),
+        active=(kept & _T_PRESENT) != 0, row=kept & 7, col=(kept >> _T_COL) & 7,
+        turns_remaining=kept_turns,
         enemy_type=(kept >> _T_TYPE) & 3, from_siphon=(kept & _T_SIPHON) != 0,
         from_scheduled=(kept & _T_SCHEDULED) != 0)
     return enemies, transmissions

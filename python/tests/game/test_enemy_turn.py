@@ -163,6 +163,17 @@ def test_transmissions_count_down_and_hatch_disabled_in_list_order():
     assert enemies(again) == [("glitch", 1, 3), ("daemon", 4, 0)]
 
 
+def test_countdowns_are_exact_for_any_setup_value():
+    # A.1 stores turnsRemaining verbatim: huge countdowns count down without wrapping.
+    state = setup(player={"row": 5, "col": 5}, transmissions=[
+        {"row": 0, "col": 0, "turnsRemaining": 2**31 - 1, "enemyType": "virus"},
+        {"row": 0, "col": 1, "turnsRemaining": 2**20 + 2, "enemyType": "daemon"},
+        {"row": 0, "col": 2, "turnsRemaining": -2**30, "enemyType": "glitch"}])
+    out = run(state)
+    assert [t["turns"] for t in transmissions(out)] == [2**31 - 2, 2**20 + 1]
+    assert enemies(out) == [("glitch", 0, 2)]
+
+
 def test_hatchling_counts_for_two_virus_steps_only_from_the_next_turn():
     out = run(setup(player={"row": 5, "col": 0},
                     transmissions=[{"row": 0, "col": 0, "turnsRemaining": 1,

@@ -194,6 +194,12 @@ INVALID_CASES = {
                                 "ownedPrograms": ["PUSH"]}, action_of("PUSH")),
     "undo without history": ({"player": {"row": 3, "col": 3, "credits": 5},
                               "ownedPrograms": ["UNDO"]}, action_of("UNDO")),
+    # Numbers that name no action fail too, even where a move or HACK would succeed.
+    "negative number": ({"player": {"row": 2, "col": 2}}, -1),
+    "number past the last action": (
+        {"player": {"row": 2, "col": 2, "credits": 5, "energy": 5}, "ownedPrograms": ["HACK"],
+         "siphonedCells": [{"row": 0, "col": 0}],
+         "enemies": [{"type": "daemon", "row": 0, "col": 0, "hp": 3}]}, C.NUM_ACTIONS),
 }
 
 
@@ -201,7 +207,7 @@ INVALID_CASES = {
 def test_invalid_action_changes_nothing_and_ends_the_episode(case):
     d, action = INVALID_CASES[case]
     state = scenario.from_dict(d)
-    assert not np.asarray(MASK(state))[action]
+    assert not (0 <= action < C.NUM_ACTIONS and np.asarray(MASK(state))[action])
     new_state, _, reward, done, info = STEP(KEY, state, action)
     for old, new in zip(jax.tree_util.tree_leaves(state), jax.tree_util.tree_leaves(new_state)):
         np.testing.assert_array_equal(np.asarray(old), np.asarray(new))
