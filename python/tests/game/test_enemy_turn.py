@@ -10,6 +10,8 @@ from hackmatrix.game import enemy_turn
 from hackmatrix.game import history
 from hackmatrix.game import scenario
 
+import compiled
+
 _run = jax.jit(enemy_turn.run)
 _run_seeds = jax.jit(jax.vmap(enemy_turn.run, in_axes=(0, None, None)))
 
@@ -96,6 +98,41 @@ def test_stunned_enemy_skips_the_turn_and_recovers():
     assert scenario.inspect(out)["enemies"][0]["stunned"] is False
 
 
+def test_a_stunned_virus_takes_neither_of_its_two_steps():
+    out = run(setup(enemies=[enemy("virus", 4, 0, stunned=True)]))
+    assert enemies(out) == [("virus", 4, 0)]
+    assert scenario.inspect(out)["enemies"][0]["stunned"] is False
+    assert enemies(run(out, seed=1)) == [("virus", 2, 0)]
+
+
+def test_disabled_enemies_sit_out_one_turn_per_disabled_turn():
+    # §8 step 4 skips disabledTurns > 0; step 7 decays it by one per full turn.
+    state = setup(enemies=[enemy("daemon", 4, 0, disabledTurns=2),
+                           enemy("virus", 0, 1, disabledTurns=1)])
+    seen = []
+    for seed in range(3):
+        state = run(state, seed=seed)
+        seen.append((enemies(state)[0], int(state.core.hp),
+                     [e["disabledTurns"] for e in scenario.inspect(state)["enemies"]]))
+    assert seen == [(("daemon", 4, 0), 3, [1, 0]),   # neither acts; the adjacent virus holds
+                    (("daemon", 4, 0), 2, [0, 0]),   # the virus attacks, the daemon waits
+                    (("daemon", 3, 0), 1, [0, 0])]   # both act
+
+
+def test_glitch_crosses_and_stands_on_blocks_while_a_daemon_goes_round():
+    # §9.1: a wall on row 1 except column 5. The glitch goes straight through onto a block
+    # and attacks from it; the daemon takes the way round the right end.
+    wall = [{"row": 1, "col": c, "type": "data", "points": 1} for c in range(5)]
+    first = run(setup(enemies=[enemy("glitch", 2, 0), enemy("daemon", 2, 3)], blocks=wall))
+    assert enemies(first) == [("glitch", 1, 0), ("daemon", 2, 4)]
+    second = run(first, seed=3)
+    assert enemies(second) == [("glitch", 1, 0), ("daemon", 2, 5)]
+    assert int(second.core.hp) == 2
+    # A daemon left on a block (PUSH/PULL) moves off it normally: (1,1) and (1,3) are blocks.
+    off = run(setup(enemies=[enemy("daemon", 1, 2)], blocks=wall))
+    assert enemies(off) == [("daemon", 0, 2)]
+
+
 def test_processing_order_is_uniformly_random():
     # Both enemies want (0,1). Whoever goes first takes it; the other goes round.
     state = setup(enemies=[enemy("daemon", 0, 2), enemy("daemon", 1, 1)])
@@ -105,6 +142,23 @@ def test_processing_order_is_uniformly_random():
     second_wins = (rows[:, 1] == 0) & (cols[:, 1] == 1) & (rows[:, 0] == 1) & (cols[:, 0] == 2)
     assert (first_wins | second_wins).all()
     assert 0.4 < first_wins.mean() < 0.6
+
+
+def test_each_virus_step_draws_a_fresh_processing_order():
+    # Viruses A (0,3) and B (1,2) chase the player at (0,0). Worked through §8.1 for the four
+    # pairs of orders (step 0, step 1): only "A first" twice ends with A (0,1), B (1,0); the
+    # other three end with A (1,2), B (0,1). Fresh orders per step give 1/4; reusing step 0's
+    # order in step 1 would give 1/2. Over 400 keys the fraction's sd is 0.022, so the bounds
+    # [0.15, 0.35] sit 4.6 sd from 1/4 (false failure < 1e-5).
+    state = setup(enemies=[enemy("virus", 0, 3), enemy("virus", 1, 2)])
+    out = _run_seeds(jax.random.split(jax.random.PRNGKey(4), 400), state, jnp.asarray(True))
+    rows, cols = np.asarray(out.core.enemies.row[:, :2]), np.asarray(out.core.enemies.col[:, :2])
+    cells = [tuple(zip(r.tolist(), c.tolist())) for r, c in zip(rows, cols)]
+    a_first_twice = np.array([c == ((0, 1), (1, 0)) for c in cells])
+    other = np.array([c == ((1, 2), (0, 1)) for c in cells])
+    assert (a_first_twice | other).all()
+    assert (np.asarray(out.core.hp) == 3).all()
+    assert 0.15 < a_first_twice.mean() < 0.35
 
 
 def test_a_shared_cell_stays_occupied_until_its_last_enemy_leaves():
@@ -182,6 +236,46 @@ def test_hatchling_counts_for_two_virus_steps_only_from_the_next_turn():
     assert enemies(run(out)) == [("virus", 2, 0)]
 
 
+def test_hatchlings_get_their_types_full_hp_after_the_existing_enemies():
+    state = setup(player={"row": 5, "col": 0}, enemies=[enemy("daemon", 0, 5, hp=1)],
+                  transmissions=[{"row": r, "col": c, "turnsRemaining": 1, "enemyType": kind}
+                                 for r, c, kind in [(0, 0, "virus"), (2, 2, "cryptog"),
+                                                    (3, 3, "daemon"), (1, 4, "glitch")]])
+    out = run(state)
+    assert [(e["type"], e["row"], e["col"], e["hp"]) for e in scenario.inspect(out)["enemies"]] == [
+        ("daemon", 1, 5, 1), ("virus", 0, 0, 2), ("cryptog", 2, 2, 2), ("daemon", 3, 3, 3),
+        ("glitch", 1, 4, 2)]
+    assert transmissions(out) == []
+
+
+@pytest.mark.parametrize("turns", [1, 3])
+def test_hatchlings_and_counting_transmissions_are_occupied_cells(turns):
+    # §8.1: O holds every other enemy (a hatchling too, in the turn it hatches) and every
+    # transmission. The daemon's straight way down through (1,0) is taken: it goes round.
+    state = setup(enemies=[enemy("daemon", 2, 0)],
+                  transmissions=[{"row": 1, "col": 0, "turnsRemaining": turns,
+                                  "enemyType": "glitch"}])
+    out = run(state)
+    if turns == 1:
+        assert enemies(out) == [("daemon", 2, 1), ("glitch", 1, 0)]
+    else:
+        assert enemies(out) == [("daemon", 2, 1)]
+        assert transmissions(out) == [dict(row=1, col=0, turns=2, siphon=False,
+                                           scheduled=False)]
+
+
+@pytest.mark.parametrize("kind, hp_after", [("daemon", 3), ("glitch", 3), ("virus", 2)])
+def test_an_enemy_hatched_under_the_player_steps_up_off_it_next_turn(kind, hp_after):
+    # §8.1: e = p is not adjacent, so it moves (rule 3: the first free neighbour, up); a virus
+    # then attacks with its second step.
+    state = setup(player={"row": 2, "col": 2},
+                  transmissions=[{"row": 2, "col": 2, "turnsRemaining": 1, "enemyType": kind}])
+    hatched = run(state)
+    assert enemies(hatched) == [(kind, 2, 2)] and int(hatched.core.hp) == 3
+    out = run(hatched, seed=5)
+    assert enemies(out) == [(kind, 3, 2)] and int(out.core.hp) == hp_after
+
+
 # ------------------------------------------------------------------------------------------
 # Scheduled tasks (§10) and pending siphon transmissions (§8 step 6).
 
@@ -210,6 +304,37 @@ def test_scheduled_task_after_a_siphon_is_due_at_17_then_28():
 def test_calm_stops_scheduled_tasks_without_touching_the_due_turn():
     out = run(setup(turn=11, scheduledTasksDisabled=True))
     assert transmissions(out) == [] and int(out.next_scheduled_turn) == 12
+
+
+@pytest.mark.parametrize("setup_fields, due_after", [
+    ({"turn": 10, "scheduledTaskInterval": 7, "nextScheduledTaskTurn": 5}, 18),
+    ({"turn": 20}, 33),  # A.3: a setup with turn >= 11 fires at once, then turn + 12
+])
+def test_an_overdue_scheduled_task_fires_and_counts_from_the_current_turn(setup_fields,
+                                                                          due_after):
+    out = run(setup(**setup_fields))
+    assert [(t["scheduled"], t["siphon"], t["turns"]) for t in transmissions(out)] == [
+        (True, False, 1)]
+    assert int(out.next_scheduled_turn) == due_after
+    assert len(transmissions(run(out, seed=1))) == 0  # hatched, and nothing new is due
+
+
+def test_calm_stops_the_scheduled_transmission_but_not_the_siphon_ones():
+    out = run(setup(player={"row": 3, "col": 3}, turn=11, scheduledTasksDisabled=True,
+                    pendingSiphonTransmissions=2))
+    assert [(t["scheduled"], t["siphon"]) for t in transmissions(out)] == [(False, True)] * 2
+    assert int(out.next_scheduled_turn) == 12 and int(out.pending_siphon_transmissions) == 0
+
+
+def test_with_no_free_cell_nothing_is_placed_but_the_schedule_advances_and_the_debt_clears():
+    # Blocks everywhere but the player's (0,0) and the exit (5,5), where a stunned daemon
+    # stands: the scheduled and the three owed transmissions are all lost (§8 steps 5-6).
+    blocks = [{"row": r, "col": c, "type": "data", "points": 1}
+              for r in range(6) for c in range(6) if (r, c) not in [(0, 0), (5, 5)]]
+    out = run(setup(turn=11, pendingSiphonTransmissions=3, blocks=blocks,
+                    enemies=[enemy("daemon", 5, 5, stunned=True)]))
+    assert transmissions(out) == []
+    assert int(out.next_scheduled_turn) == 24 and int(out.pending_siphon_transmissions) == 0
 
 
 def test_pending_siphon_transmissions_are_created_out_of_the_line_of_fire():
@@ -270,6 +395,41 @@ def test_no_enemy_turn_leaves_the_state_unchanged():
     out = run(state, follows=False)
     for a, b in zip(jax.tree_util.tree_leaves(out), jax.tree_util.tree_leaves(state)):
         assert np.array_equal(a, b)
+
+
+# ------------------------------------------------------------------------------------------
+# Timing across whole steps (siphon, free-program stun, STEP).
+
+def _step(state, action, seed=0):
+    return compiled.STEP(jax.random.PRNGKey(seed), state, jnp.int32(action))[0]
+
+
+def _program(name):
+    return C.FIRST_PROGRAM_ACTION + C.PROGRAM_NAMES.index(name)
+
+
+def test_a_siphon_on_turn_eleven_postpones_the_first_scheduled_task_to_seventeen():
+    # §10: the siphon's +5 relief applies at the moment of siphoning, before its own enemy
+    # turn makes turn 12 (a siphon that gathers nothing owes no transmissions).
+    out = _step(setup(player={"row": 3, "col": 3, "dataSiphons": 1}, turn=11), C.ACTION_SIPHON)
+    hidden = scenario.inspect(out)
+    assert (hidden["turn"], hidden["scheduledTaskInterval"],
+            hidden["nextScheduledTaskTurn"]) == (12, 11, 17)
+    assert transmissions(out) == []
+
+
+def test_a_free_program_stun_survives_a_step_skipped_turn():
+    # §8: ROW's stun lasts through the next *full* enemy turn; the STEP-skipped one does not
+    # count and does not clear it.
+    state = setup(player={"row": 3, "col": 3, "credits": 20, "energy": 20},
+                  ownedPrograms=["ROW", "STEP", "WAIT"], enemies=[enemy("virus", 3, 4)])
+    state = _step(_step(state, _program("ROW")), _program("STEP"))
+    seen = []
+    for seed in range(3):
+        state = _step(state, C.ACTION_WAIT, seed)
+        seen.append((int(state.core.turn), int(state.core.hp),
+                     scenario.inspect(state)["enemies"][0]["stunned"]))
+    assert seen == [(0, 3, True), (1, 3, False), (2, 2, False)]
 
 
 # ------------------------------------------------------------------------------------------

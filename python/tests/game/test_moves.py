@@ -1,5 +1,7 @@
 """Move / attack (rules §6.1): line of fire, attacks, stun, kills, pickups, the exit."""
 
+import random
+
 import jax
 import numpy as np
 import pytest
@@ -34,6 +36,13 @@ def enemy_list(state):
 
 def transmission_count(state):
     return int(state.core.transmissions.active.sum())
+
+
+def transmission_list(state):
+    """(row, col, turnsRemaining) of the active transmissions, in list order."""
+    t = state.core.transmissions
+    return [(int(t.row[i]), int(t.col[i]), int(t.turns_remaining[i]))
+            for i in range(int(t.active.sum()))]
 
 
 @pytest.mark.parametrize("action, expected", [(UP, (4, 3)), (DOWN, (2, 3)), (LEFT, (3, 2)),
@@ -245,3 +254,210 @@ def test_enemy_list_order_after_removal_matches_survivors():
     enemies = attacked.core.enemies
     np.testing.assert_array_equal(np.asarray(enemies.active[:4]), [True, True, True, False])
     assert [e["type"] for e in enemy_list(attacked)] == ["daemon", "glitch", "cryptog"]
+
+
+# --- line of fire edge cases (§6.1) ---------------------------------------------------------
+
+# name -> (setup, action, player cell after, enemies after as (type, hp, stunned), transmissions
+# left, kills)
+LINE_OF_FIRE_CASES = {
+    "transmission on a block past an empty cell": (
+        {"player": {"row": 0, "col": 0},
+         "blocks": [{"row": 0, "col": 2, "type": "data", "points": 1}],
+         "transmissions": [{"row": 0, "col": 2, "turnsRemaining": 2, "enemyType": "virus"}],
+         "enemies": [{"type": "virus", "row": 0, "col": 4, "hp": 2}]},
+        RIGHT, (0, 0), [("virus", 2, False)], 0, 1),
+    "enemy on a siphoned block at range": (
+        {"player": {"row": 0, "col": 0},
+         "blocks": [{"row": 3, "col": 0, "type": "data", "points": 1, "siphoned": True}],
+         "enemies": [{"type": "virus", "row": 3, "col": 0, "hp": 2},
+                     {"type": "glitch", "row": 5, "col": 0, "hp": 2}]},
+        UP, (0, 0), [("virus", 1, True), ("glitch", 2, False)], 0, 0),
+    # The line starts next to the player: an enemy sharing the player's cell is not on it.
+    "enemy on the player's own cell": (
+        {"player": {"row": 2, "col": 2},
+         "enemies": [{"type": "daemon", "row": 2, "col": 2, "hp": 3}]},
+        UP, (3, 2), [("daemon", 3, False)], 0, 0),
+    "transmission before an enemy on the same block": (
+        {"player": {"row": 2, "col": 2},
+         "blocks": [{"row": 2, "col": 1, "type": "data", "points": 1}],
+         "enemies": [{"type": "daemon", "row": 2, "col": 1, "hp": 3}],
+         "transmissions": [{"row": 2, "col": 1, "turnsRemaining": 2, "enemyType": "glitch"}]},
+        LEFT, (2, 2), [("daemon", 3, False)], 0, 1),
+    # Only the earliest enemy on the cell is hit, and the kill follows its own flag.
+    "scheduled enemy first on a shared cell": (
+        {"player": {"row": 0, "col": 0},
+         "enemies": [{"type": "daemon", "row": 0, "col": 2, "hp": 1, "isFromScheduledTask": True},
+                     {"type": "virus", "row": 0, "col": 2, "hp": 1}]},
+        RIGHT, (0, 0), [("virus", 1, False)], 0, 0),
+    "enemy with negative setup hp": (
+        {"player": {"row": 0, "col": 0},
+         "enemies": [{"type": "virus", "row": 0, "col": 3, "hp": -2}]},
+        RIGHT, (0, 0), [], 0, 1),
+    "a hit keeps earlier stuns": (
+        {"player": {"row": 0, "col": 0},
+         "enemies": [{"type": "daemon", "row": 0, "col": 1, "hp": 3, "stunned": True},
+                     {"type": "virus", "row": 4, "col": 4, "hp": 2, "stunned": True}]},
+        RIGHT, (0, 0), [("daemon", 2, True), ("virus", 2, True)], 0, 0),
+}
+
+
+@pytest.mark.parametrize("case", sorted(LINE_OF_FIRE_CASES))
+def test_line_of_fire_edge_cases(case):
+    d, action, player, enemies, transmissions, kills = LINE_OF_FIRE_CASES[case]
+    after, outcome = resolve(d, action)
+    assert not outcome.failed
+    assert player_at(after) == player
+    assert [(e["type"], e["hp"], e["stunned"]) for e in enemy_list(after)] == enemies
+    assert transmission_count(after) == transmissions and int(outcome.kills) == kills
+
+
+# --- the exit (§6.1, §12.1) ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("piece", [
+    {"enemies": [{"type": "virus", "row": 5, "col": 5, "hp": 1}]},
+    {"transmissions": [{"row": 5, "col": 5, "turnsRemaining": 3, "enemyType": "virus"}]},
+], ids=["enemy", "transmission"])
+def test_attacking_a_piece_on_the_exit_does_not_reach_it(piece):
+    state, _, _, done, info = run({"player": {"row": 4, "col": 5}, **piece}, UP)
+    assert player_at(state) == (4, 5) and int(state.stage) == 1
+    assert enemy_list(state) == [] and transmission_count(state) == 0
+    assert not bool(info["stage_complete"]) and not done
+    # An ordinary turn: the enemy turn ran and took a snapshot.
+    assert scenario.inspect(state)["turn"] == 1 and int(state.history_size) == 1
+
+
+@pytest.mark.parametrize("stage", [1, 8])
+def test_reaching_the_exit_runs_no_enemy_turn(stage):
+    """§5/§12.1: hp + 1, the adjacent daemon neither moves nor attacks, the due transmission
+    does not hatch, no turn increment and no snapshot; credits on the exit are not picked up."""
+    d = {"player": {"row": 4, "col": 5, "hp": 2, "credits": 1}, "stage": stage, "turn": 7,
+         "enemies": [{"type": "daemon", "row": 5, "col": 4, "hp": 3}],
+         "transmissions": [{"row": 0, "col": 0, "turnsRemaining": 1, "enemyType": "virus"}],
+         "resources": [{"row": 5, "col": 5, "credits": 3}]}
+    state, _, _, done, info = run(d, UP)
+    assert bool(info["stage_complete"]) and player_at(state) == (5, 5)
+    assert int(state.core.hp) == 3 and int(state.core.credits) == 1
+    [daemon] = enemy_list(state)
+    assert (daemon["row"], daemon["col"], daemon["hp"], daemon["stunned"]) == (5, 4, 3, False)
+    assert transmission_list(state)[0] == (0, 0, 1) and int(state.history_size) == 0
+    if stage == 8:  # won: nothing generated, the turn counter stays
+        assert bool(done) and bool(info["won"]) and int(state.stage) == 8
+        assert scenario.inspect(state)["turn"] == 7 and transmission_count(state) == 1
+    else:  # the next stage: turn 0 and `stage` new transmissions after the carried one
+        assert not done and not bool(info["won"]) and int(state.stage) == 2
+        assert scenario.inspect(state)["turn"] == 0 and transmission_count(state) == 1 + 2
+
+
+# --- the turn counter and the snapshot (§5, §8) ----------------------------------------------
+
+
+@pytest.mark.parametrize("action, turn, snapshots", [
+    (UP, 6, 1),                                            # move
+    (RIGHT, 6, 1),                                         # attack at range
+    (C.ACTION_SIPHON, 6, 1),
+    (C.FIRST_PROGRAM_ACTION + C.SIPH_PLUS, 5, 0),          # free action
+])
+def test_only_turn_ending_actions_advance_the_turn_and_push_a_snapshot(action, turn, snapshots):
+    d = {"player": {"row": 0, "col": 0, "credits": 10, "dataSiphons": 1}, "turn": 5,
+         "ownedPrograms": ["SIPH+"], "enemies": [{"type": "daemon", "row": 0, "col": 4, "hp": 3}]}
+    state, _, _, done, info = run(d, action)
+    assert not info["invalid_action"] and not done
+    assert scenario.inspect(state)["turn"] == turn and int(state.history_size) == snapshots
+
+
+# --- randomised comparison with a literal reading of §6.1 ------------------------------------
+
+DELTAS = {UP: (1, 0), DOWN: (-1, 0), LEFT: (0, -1), RIGHT: (0, 1)}
+ENEMY_TYPES = ["virus", "daemon", "glitch", "cryptog"]
+
+
+def reference_move(d, action):
+    """§6.1 on a scenario dict: (player cell, enemies, transmission cells, siphons, kills), or
+    None when the action fails."""
+    player = d["player"]
+    row, col = player["row"], player["col"]
+    enemies = [dict(e) for e in d["enemies"]]
+    transmissions = [dict(t) for t in d["transmissions"]]
+    blocks = {(b["row"], b["col"]) for b in d["blocks"]}
+    pickups = {(p["row"], p["col"]) for p in d["resources"]}
+    delta_row, delta_col = DELTAS[action]
+
+    def result(cell=(row, col), siphons=0, kills=0):
+        return cell, enemies, [(t["row"], t["col"]) for t in transmissions], siphons, kills
+
+    r, c = row + delta_row, col + delta_col
+    while 0 <= r < 6 and 0 <= c < 6:
+        on_cell = [t for t in transmissions if (t["row"], t["col"]) == (r, c)]
+        if on_cell:
+            transmissions.remove(on_cell[0])
+            return result(kills=int(not on_cell[0]["isFromScheduledTask"]))
+        on_cell = [e for e in enemies if (e["row"], e["col"]) == (r, c)]
+        if on_cell:
+            target = on_cell[0]
+            target["hp"] = max(target["hp"] - player["attackDamage"], 0)
+            if target["hp"] > 0:
+                target["stunned"] = True
+                return result()
+            enemies.remove(target)
+            return result(kills=int(not target["isFromScheduledTask"]))
+        if (r, c) in blocks:
+            break
+        r, c = r + delta_row, c + delta_col
+    cell = (row + delta_row, col + delta_col)
+    if not (0 <= cell[0] < 6 and 0 <= cell[1] < 6) or cell in blocks:
+        return None
+    return result(cell, siphons=int(cell in pickups))
+
+
+def random_line_scenario(rng):
+    """Pieces mostly on the player's row and column, so that lines of fire meet them."""
+    row, col = rng.randrange(6), rng.randrange(6)
+
+    def cell():
+        if rng.random() < 0.4:
+            return rng.randrange(6), rng.randrange(6)
+        return (row, rng.randrange(6)) if rng.random() < 0.5 else (rng.randrange(6), col)
+
+    taken = {(row, col), (5, 5)}
+    blocks = {cell() for _ in range(rng.randrange(5))} - taken
+    pickups = {cell() for _ in range(rng.randrange(3))} - taken - blocks
+    return {
+        "player": {"row": row, "col": col, "attackDamage": rng.randint(1, 3)},
+        "blocks": [{"row": r, "col": c, "type": "data", "points": 1,
+                    "siphoned": rng.random() < 0.3} for r, c in sorted(blocks)],
+        "resources": [{"row": r, "col": c, "dataSiphon": True} for r, c in sorted(pickups)],
+        "enemies": [{"type": rng.choice(ENEMY_TYPES), "row": r, "col": c,
+                     "hp": rng.randint(-1, 3), "stunned": rng.random() < 0.3,
+                     "isFromScheduledTask": rng.random() < 0.3}
+                    for r, c in [cell() for _ in range(rng.randrange(5))]],
+        "transmissions": [{"row": r, "col": c, "turnsRemaining": 2, "enemyType": "virus",
+                           "isFromScheduledTask": rng.random() < 0.3}
+                          for r, c in [cell() for _ in range(rng.randrange(3))]],
+    }
+
+
+def test_move_and_attack_match_a_literal_reading_of_the_rules():
+    rng = random.Random(7)
+    fields = ("type", "row", "col", "hp", "stunned", "isFromScheduledTask")
+    for _ in range(150):
+        d = random_line_scenario(rng)
+        state = scenario.from_dict(d)
+        for action in DELTAS:
+            after, outcome = RESOLVE(KEY, state, action)
+            expected = reference_move(d, action)
+            assert bool(outcome.failed) == (expected is None), (d, action)
+            if expected is None:
+                continue
+            cell, enemies, transmissions, siphons, kills = expected
+            assert player_at(after) == cell, (d, action)
+            assert ([tuple(e[f] for f in fields) for e in enemy_list(after)]
+                    == [tuple(e.get(f, False) for f in fields) for e in enemies]), (d, action)
+            assert [t[:2] for t in transmission_list(after)] == transmissions, (d, action)
+            assert int(after.core.data_siphons) == siphons, (d, action)
+            assert bool(outcome.data_siphon_collected) == bool(siphons), (d, action)
+            assert int(outcome.kills) == kills, (d, action)
+            moved = cell != (d["player"]["row"], d["player"]["col"])
+            assert bool(outcome.exit_reached) == (moved and cell == (5, 5)), (d, action)
+            assert bool(outcome.enemy_turn_follows) == (not outcome.exit_reached), (d, action)

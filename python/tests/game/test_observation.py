@@ -1,5 +1,7 @@
 """The array observation (rules §15): every channel with exact values, and what stays hidden."""
 
+import random
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -7,6 +9,8 @@ import pytest
 
 from hackmatrix.game import constants as C
 from hackmatrix.game import observation, scenario
+
+import compiled
 
 OBSERVE = jax.jit(observation.observe)
 FLAT = jax.jit(lambda state: observation.flatten(observation.observe(state)))
@@ -246,3 +250,144 @@ def test_observe_under_vmap_matches_single_states():
     flat = jax.jit(jax.vmap(lambda s: observation.flatten(observation.observe(s))))(batch)
     assert flat.shape == (2, 1545)
     assert float(flat[0, 33 + 3]) == 0.0 and float(flat[1, 33 + 3]) == 1.0  # cryptog at (0,0)
+
+
+# --- observations returned by the step -------------------------------------------------------
+
+
+@pytest.mark.parametrize("start_row, action, visible", [(3, 0, True), (4, 1, False)])
+def test_cryptog_visibility_uses_the_player_position_after_the_step(start_row, action,
+                                                                    visible):
+    # STEP skips the enemy turn, so the cryptog at (4,0) stays put while the player moves into
+    # (up, 3 -> 4) or out of (down, 4 -> 3) its row.
+    state = scenario.from_dict({"player": {"row": start_row, "col": 3}, "stepActive": True,
+                                "enemies": [enemy("cryptog", 4, 0, 2)]})
+    assert bool(OBSERVE(state).grid[4, 0, 3]) is not visible
+    obs = jax.tree_util.tree_map(np.asarray, compiled.STEP(jax.random.PRNGKey(0), state,
+                                                           action)[1])
+    assert cell(obs, 4, 0) == ({3: 1.0, 4: pytest.approx(2 / 3)} if visible else {})
+
+
+def test_observation_after_a_stage_completion_shows_the_new_stage():
+    d = {"player": {"row": 5, "col": 4}, "showActivated": True, "scheduledTasksDisabled": True}
+    state, obs, _, _, _ = compiled.STEP(jax.random.PRNGKey(0), scenario.from_dict(d), 3)
+    obs = jax.tree_util.tree_map(np.asarray, obs)
+    np.testing.assert_allclose(obs.player[[0, 1, 5, 8, 9]], [1, 1, 1 / 7, 0, 0], rtol=1e-6)
+    exit_cell = (int(state.exit_row), int(state.exit_col))
+    assert exit_cell in [(0, 0), (0, 5), (5, 0)]
+    assert obs.grid[..., 40].sum() == 1 and obs.grid[exit_cell][40] == 1
+    pickups = {(0, 0), (0, 5), (5, 0)} - {exit_cell}
+    assert {tuple(x) for x in np.argwhere(obs.grid[..., 39] == 1).tolist()} == pickups
+    # The two new transmissions (stage 2), each counting down from 1.
+    assert sorted(obs.grid[..., 36][obs.grid[..., 36] != 0].tolist()) == [0.25, 0.25]
+
+
+# --- a randomised comparison with a plain reference (§15 from the scenario dict) ---------------
+
+_TYPES = ["virus", "daemon", "glitch", "cryptog"]
+
+
+def _random_scenario(rng):
+    """One cell per block entry and per resource entry (A.2's replacement rules are tested in
+    test_scenario.py); enemies and transmissions may share cells."""
+    cells = [(r, c) for r in range(6) for c in range(6)]
+    row, col = rng.choice(cells)
+    d = {"player": {"row": row, "col": col, "hp": rng.randint(0, 3),
+                    "credits": rng.choice([0, 3, 49, 50, 120]), "energy": rng.choice([0, 7, 60]),
+                    "dataSiphons": rng.randint(0, 14), "attackDamage": rng.randint(1, 5)},
+         "stage": rng.randint(1, 8), "showActivated": rng.random() < 0.3,
+         "scheduledTasksDisabled": rng.random() < 0.3,
+         "ownedPrograms": rng.sample(range(5, 28), rng.randint(0, 6))}
+    board = rng.sample([x for x in cells if x != (5, 5)], 14)
+    d["blocks"] = []
+    for r, c in board[:rng.randint(0, 8)]:
+        kind = rng.choice(["data", "data", "program", "question"])
+        block = {"row": r, "col": c, "type": kind}
+        if kind == "program" or (kind == "question" and rng.random() < 0.5):
+            block["program"] = rng.randint(5, 27)
+            block["spawnCount"] = rng.randint(0, 9)
+        else:
+            block["points"] = rng.randint(0, 9)
+            if rng.random() < 0.5:
+                block["spawnCount"] = rng.randint(0, 9)
+        if kind != "question" and rng.random() < 0.3:
+            block["siphoned"] = True
+        d["blocks"].append(block)
+    d["resources"] = []
+    for r, c in rng.sample(cells, rng.randint(0, 12)):
+        choice = rng.random()
+        block_here = any((b["row"], b["col"]) == (r, c) for b in d["blocks"])
+        if choice < 0.15 and not block_here and (r, c) != (5, 5):
+            d["resources"].append({"row": r, "col": c, "dataSiphon": True})
+        else:
+            kind = "credits" if choice < 0.6 else "energy"
+            d["resources"].append({"row": r, "col": c, kind: rng.randint(1, 4)})
+    near = [(row, rng.randint(0, 5)), (rng.randint(0, 5), col)]
+    d["enemies"] = [{"type": rng.choice(_TYPES), "row": r, "col": c, "hp": rng.randint(-1, 5),
+                     "stunned": rng.random() < 0.3, "spawnedFromSiphon": rng.random() < 0.3}
+                    for r, c in [rng.choice(cells + near) for _ in range(rng.randint(0, 7))]]
+    d["transmissions"] = [{"row": r, "col": c, "turnsRemaining": rng.randint(-1, 6),
+                           "enemyType": rng.choice(_TYPES)}
+                          for r, c in [rng.choice(cells) for _ in range(rng.randint(0, 5))]]
+    d["siphonCenterCells"] = [{"row": r, "col": c} for r, c in rng.sample(cells, 2)]
+    return d
+
+
+def _reference_observation(d):
+    p, show = d["player"], d["showActivated"]
+    player = [p["row"] / 5, p["col"] / 5, p["hp"] / 3, min(p["credits"] / 50, 1),
+              min(p["energy"] / 50, 1), (d["stage"] - 1) / 7, p["dataSiphons"] / 10,
+              (p["attackDamage"] - 1) / 2, float(show), float(d["scheduledTasksDisabled"])]
+    programs = [int(5 + k in d["ownedPrograms"]) for k in range(23)]
+    grid = np.zeros((6, 6, 42))
+    first_enemy = {}
+    for e in d["enemies"]:
+        if e["hp"] > 0:
+            first_enemy.setdefault((e["row"], e["col"]), e)
+    for (r, c), e in first_enemy.items():
+        if e["type"] != "cryptog" or r == p["row"] or c == p["col"] or show:
+            grid[r, c, _TYPES.index(e["type"])] = 1
+            grid[r, c, 4:7] = [e["hp"] / 3, e["stunned"], e["spawnedFromSiphon"]]
+    hides_resources = set()
+    for b in d["blocks"]:
+        r, c, siphoned = b["row"], b["col"], b.get("siphoned", False)
+        if not siphoned:
+            hides_resources.add((r, c))
+        if b["type"] == "question":
+            grid[r, c, 9] = 1
+            continue
+        if b["type"] == "data":
+            grid[r, c, [7, 10]] = [1, b["points"] / 9]
+            grid[r, c, 35] = b.get("spawnCount", b["points"]) / 9
+        else:
+            grid[r, c, [8, 12 + b["program"] - 5]] = 1
+            grid[r, c, 35] = b["spawnCount"] / 9
+        grid[r, c, 11] = siphoned
+    first_transmission = {}
+    for t in d["transmissions"]:
+        first_transmission.setdefault((t["row"], t["col"]), t)
+    for (r, c), t in first_transmission.items():
+        grid[r, c, 36] = min(t["turnsRemaining"] / 4, 1)
+    for x in d["resources"]:
+        r, c = x["row"], x["col"]
+        if x.get("dataSiphon"):
+            grid[r, c, 39] = 1
+        elif (r, c) not in hides_resources:
+            grid[r, c, 37] = x.get("credits", 0) / 3
+            grid[r, c, 38] = x.get("energy", 0) / 3
+    grid[5, 5, 40] = 1
+    for x in d["siphonCenterCells"]:
+        grid[x["row"], x["col"], 41] = 1
+    return np.array(player), np.array(programs), grid
+
+
+def test_observation_matches_a_plain_reference_on_random_scenarios():
+    rng = random.Random(2024)
+    for i in range(60):
+        d = _random_scenario(rng)
+        obs = jax.tree_util.tree_map(np.asarray, OBSERVE(scenario.from_dict(d)))
+        player, programs, grid = _reference_observation(d)
+        np.testing.assert_allclose(obs.player, player, rtol=1e-6, err_msg=f"scenario {i}: {d}")
+        np.testing.assert_array_equal(obs.programs, programs, err_msg=f"scenario {i}: {d}")
+        np.testing.assert_allclose(obs.grid, grid, rtol=1e-6, atol=1e-7,
+                                   err_msg=f"scenario {i}: {d}")

@@ -221,6 +221,80 @@ def test_moves_match_the_reference_on_random_boards():
         assert (row, col) == reference_move(e, p, glitch, block_set, other_set), (e, p, glitch)
 
 
+# The longest induced path of the 6x6 grid (23 steps, found by exhaustive search): with every
+# other cell a block it is a corridor, and no shortest path on the board is longer.
+LONGEST = [(0, 0), (0, 1), (0, 2), (0, 3), (0, 4), (0, 5), (1, 5), (2, 5), (2, 4), (3, 4),
+           (3, 3), (3, 2), (2, 2), (2, 1), (2, 0), (3, 0), (4, 0), (4, 1), (5, 1), (5, 2),
+           (5, 3), (5, 4), (5, 5), (4, 5)]
+CORRIDOR_WALLS = [(r, c) for r in range(6) for c in range(6) if (r, c) not in LONGEST]
+
+
+@pytest.mark.parametrize("player_end", [0, 23])
+def test_enemy_follows_the_longest_corridor_from_any_distance(player_end):
+    # Rule 1 must see 23 steps deep: from every cell of the corridor the enemy steps one cell
+    # along it towards the player (distance 1 is adjacent: it attacks instead of moving).
+    towards = -1 if player_end == 0 else 1
+    player = LONGEST[player_end]
+    for k in range(24):
+        if abs(k - player_end) >= 2:
+            assert move(LONGEST[k], player, blocks=CORRIDOR_WALLS) == LONGEST[k + towards], k
+
+
+def test_rules_two_and_three_deep_in_the_longest_corridor():
+    player = LONGEST[0]
+    # A piece in the middle cuts the only free path: rule 2 (22 steps deep) still finds the
+    # corridor, and its first cell (5,4) is free. (Rule 3 would pick (4,5): down before left.)
+    assert move(LONGEST[22], player, blocks=CORRIDOR_WALLS, others=[LONGEST[12]]) == LONGEST[21]
+    # A piece on rule 2's first cell: rule 3, and no neighbour qualifies, so the enemy stays.
+    far = LONGEST[23]
+    assert move(far, player, blocks=CORRIDOR_WALLS, others=[LONGEST[22]]) == far
+
+
+def _induced_walk(rng, min_length=14):
+    """A random self-avoiding walk that never touches its own earlier cells sideways (an
+    induced path), at least `min_length` cells long."""
+    while True:
+        path, banned = [tuple(int(x) for x in rng.integers(0, 6, 2))], set()
+        while True:
+            r, c = path[-1]
+            neighbours = [(r + dr, c + dc) for dr, dc in DIRECTIONS]
+            options = [n for n in neighbours if 0 <= n[0] < 6 and 0 <= n[1] < 6
+                       and n not in path and n not in banned]
+            if not options:
+                break
+            banned |= set(neighbours)
+            path.append(options[int(rng.integers(len(options)))])
+        if len(path) >= min_length:
+            return path
+
+
+def test_moves_match_the_reference_on_long_maze_corridors():
+    # Random boards have short paths; these are corridors (induced walks of 14+ cells, most
+    # other cells blocked; path lengths up to 19 here) with a few pieces inside and sometimes
+    # the player on a block, so rules 1-3 run deep. 400 cases: the batch shape of the test
+    # above, so no new compile.
+    rng = np.random.default_rng(5)
+    cases = []
+    while len(cases) < 400:
+        path = _induced_walk(rng)
+        blocks = (rng.random((6, 6)) < 0.9) & ~_grid(path)
+        p = path[0] if rng.random() < 0.8 else path[int(rng.integers(len(path)))]
+        e = path[int(rng.integers(len(path)))]
+        if abs(e[0] - p[0]) + abs(e[1] - p[1]) == 1:
+            continue
+        others = _grid([x for x in path if x != e and rng.random() < 0.06])
+        if rng.random() < 0.05:
+            blocks[p] = True
+        cases.append((e, p, bool(rng.random() < 0.15), blocks, others))
+    arrays = [jnp.asarray(np.array(x)) for x in zip(*[
+        (e[0], e[1], g, p[0], p[1], b, o) for e, p, g, b, o in cases])]
+    rows, cols = map(np.asarray, _move_batch(*arrays))
+    for (e, p, glitch, blocks, others), row, col in zip(cases, rows, cols):
+        block_set = set(zip(*np.nonzero(blocks)))
+        other_set = set(zip(*np.nonzero(others)))
+        assert (row, col) == reference_move(e, p, glitch, block_set, other_set), (e, p, glitch)
+
+
 # ------------------------------------------------------------------------------------------
 # Path distance (§14.2).
 
@@ -246,6 +320,11 @@ def test_path_distance_examples():
 def test_path_distance_serpentine_reaches_twenty():
     walls = [(1, c) for c in range(5)] + [(3, c) for c in range(1, 6)]
     assert int(_distance(_state(walls), 0, 0)) == 20
+
+
+def test_path_distance_along_the_longest_corridor_is_23():
+    assert int(_distance(_state(CORRIDOR_WALLS, exit_position=LONGEST[23]), 0, 0)) == 23
+    assert int(_distance(_state(CORRIDOR_WALLS, exit_position=LONGEST[0]), 4, 5)) == 23
 
 
 def test_path_distance_matches_the_reference_on_random_boards():

@@ -203,3 +203,51 @@ def test_chained_free_programs_then_a_move():
     # The stunned daemon skipped its turn, then recovered.
     assert enemy_cells(state) == [(2, 0)] and not hidden(state)["enemies"][0]["stunned"]
     assert int(state.core.hp) == 3 and bool(state.core.show_activated)
+
+
+def test_atk_plus_twice_then_an_attack_kills_a_full_daemon():
+    d = {"player": {"row": 2, "col": 2, "credits": 8, "energy": 8}, "ownedPrograms": ["ATK+"],
+         "enemies": [{"type": "daemon", "row": 3, "col": 2, "hp": 3}]}
+    state, *_ = play(scenario.from_dict(d), program("ATK+"), program("ATK+"))
+    assert int(state.core.attack_damage) == 3 and int(state.core.atk_plus_uses) == 2
+    assert not bool(compiled.VALID_ACTIONS(state)[program("ATK+")])  # §7.21: two uses a stage
+    state, _, reward, _, info = play(state, UP)
+    assert hidden(state)["enemies"] == [] and int(state.core.player_row) == 2
+    assert float(info["reward_components"]["kills"]) == pytest.approx(0.3)
+
+
+@pytest.mark.parametrize("stage, hp, expected", [
+    # §14: stage, distance, cost, holding 0.01 * 3 credits left; hp + 1 on the exit (§12.1).
+    (1, 2, -0.01 + 1.0 + 0.5 - 0.2 + 0.03 + 1.0),
+    (8, 3, -0.01 + 64.0 + 0.5 - 0.2 + 0.03 + 500 + 100 * 3),  # victory: 500 + 100 * score
+])
+def test_warp_onto_a_scheduled_transmission_on_the_exit_completes_the_stage_without_a_kill(
+        stage, hp, expected):
+    d = {"player": {"row": 0, "col": 0, "hp": hp, "credits": 5, "energy": 2, "score": 3},
+         "ownedPrograms": ["WARP"], "stage": stage,
+         "transmissions": [{"row": 5, "col": 5, "turnsRemaining": 3, "enemyType": "daemon",
+                            "isFromScheduledTask": True}]}
+    state, _, reward, done, info = play(scenario.from_dict(d), program("WARP"))
+    assert bool(info["stage_complete"]) and float(info["reward_components"]["kills"]) == 0.0
+    assert float(reward) == pytest.approx(expected, abs=1e-3)
+    assert bool(done) == (stage == 8) and bool(info["won"]) == (stage == 8)
+    assert int(state.stage) == min(stage + 1, 8) and int(state.core.hp) == 3
+
+
+def test_warp_onto_the_old_exit_cell_after_undo_across_a_stage_change_does_not_exit():
+    """§7.15: UNDO brings back the old board with its exit cell, but WARP uses exitPosition."""
+    d = {"player": {"row": 0, "col": 0, "credits": 5, "energy": 5},
+         "ownedPrograms": ["WAIT", "WARP", "UNDO"],
+         "transmissions": [{"row": 5, "col": 5, "turnsRemaining": 9, "enemyType": "virus"}]}
+    state, *_ = play(scenario.from_dict(d), C.ACTION_WAIT, program("WARP"))
+    assert int(state.stage) == 2
+    new_exit = (int(state.exit_row), int(state.exit_col))
+    assert new_exit != (5, 5)
+    state, *_ = play(state, program("UNDO"))
+    assert int(state.core.cells.content[5, 5]) == C.EXIT and transmission_count(state) == 1
+    state, _, reward, done, info = play(state, program("WARP"))
+    assert (int(state.core.player_row), int(state.core.player_col)) == (5, 5)
+    assert not bool(info["stage_complete"]) and not bool(done) and int(state.stage) == 2
+    assert (int(state.exit_row), int(state.exit_col)) == new_exit
+    assert float(info["reward_components"]["kills"]) == pytest.approx(0.3)
+    assert float(info["reward_components"]["stage"]) == 0.0 and hidden(state)["turn"] == 1

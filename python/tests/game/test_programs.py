@@ -155,6 +155,63 @@ def test_enemies_given_no_hp_still_make_programs_applicable():
     assert is_valid(d, "ROW")
 
 
+def data_block(row, col, **extra):
+    return {"row": row, "col": col, "type": "data", "points": 2, **extra}
+
+
+# (program, scenario fields, valid) with ample credits and energy: only §7.1 applicability decides.
+MASK_EDGES = [
+    pytest.param("CRASH", {"enemies": [enemy("virus", 2, 2)]}, False, id="CRASH-enemy-on-own-cell"),
+    pytest.param("CRASH", {"transmissions": [transmission(2, 2)]}, False,
+                 id="CRASH-transmission-on-own-cell"),
+    pytest.param("CRASH", {"player": {"row": 0, "col": 5}, "enemies": [enemy("virus", 1, 0)],
+                           "transmissions": [transmission(5, 4)]}, False, id="CRASH-no-wraparound"),
+    pytest.param("CRASH", {"player": {"row": 0, "col": 0}, "blocks": [data_block(1, 1)]}, True,
+                 id="CRASH-corner-ring"),
+    pytest.param("CRASH", {"player": {"row": 4, "col": 4},  # exit (5,5): not a block either
+                           "resources": [{"row": 3, "col": 3, "dataSiphon": True},
+                                         {"row": 3, "col": 4, "credits": 2}]}, False,
+                 id="CRASH-exit-siphon-resource-are-not-blocks"),
+    pytest.param("DEBUG", {"enemies": [enemy("daemon", 0, 0)],
+                           "blocks": [{"row": 0, "col": 0, "type": "question", "points": 2}]},
+                 True, id="DEBUG-enemy-on-question-block"),
+    pytest.param("DEBUG", {"transmissions": [transmission(0, 0)], "blocks": [data_block(0, 0)]},
+                 False, id="DEBUG-transmission-on-block"),
+    pytest.param("DEBUG", {"enemies": [enemy("daemon", 5, 5), enemy("virus", 0, 0)],
+                           "resources": [{"row": 0, "col": 0, "dataSiphon": True}]}, False,
+                 id="DEBUG-enemies-on-exit-and-data-siphon"),
+    pytest.param("ROW", {"enemies": [enemy("virus", 2, 2)]}, True, id="ROW-enemy-on-own-cell"),
+    pytest.param("COL", {"enemies": [enemy("virus", 2, 2)]}, True, id="COL-enemy-on-own-cell"),
+    pytest.param("ROW", {"transmissions": [transmission(2, 5)]}, False, id="ROW-transmission"),
+    pytest.param("D_BOM", {"enemies": [enemy("daemon", 4, 4, hp=0)]}, True, id="D_BOM-dead-daemon"),
+    pytest.param("D_BOM", {"transmissions": [transmission(4, 4, kind="daemon")]}, False,
+                 id="D_BOM-daemon-transmission"),
+    pytest.param("ANTI-V", {"transmissions": [transmission(4, 4, kind="virus")]}, False,
+                 id="ANTI-V-virus-transmission"),
+    pytest.param("DELAY", {"transmissions": [transmission(4, 4, turns=-2)]}, True,
+                 id="DELAY-negative-countdown"),
+    pytest.param("REDUC", {"blocks": [{"row": 4, "col": 4, "type": "question", "points": 3,
+                                       "spawnCount": 0}]}, False, id="REDUC-question-at-zero"),
+    pytest.param("REDUC", {"blocks": [{"row": 4, "col": 4, "type": "question",
+                                       "program": "WAIT"}]}, True,
+                 id="REDUC-question-program-spawn-cost-one"),
+    pytest.param("RESET", {"player": {"hp": 0}}, True, id="RESET-hp-0"),
+    pytest.param("RESET", {"player": {"hp": 7}}, False, id="RESET-setup-hp-7-counts-as-3"),
+    pytest.param("HACK", {"siphonCenterCells": [{"row": 3, "col": 3}]}, False,
+                 id="HACK-siphon-centre-alone"),
+    pytest.param("HACK", {"blocks": [data_block(1, 1, siphoned=True)]}, True,
+                 id="HACK-siphoned-block"),
+    pytest.param("ATK+", {"player": {"attackDamage": 3}}, True, id="ATK+-no-damage-cap"),
+]
+
+
+@pytest.mark.parametrize("name, extra, valid", MASK_EDGES)
+def test_mask_applicability_edge_cases(name, extra, valid):
+    """§4.3 / §7.1: ring of 8 excludes the player's cell and never wraps; transmissions are not
+    enemies; corners are not blocks; RESET needs hp < 3; no cap on attackDamage."""
+    assert is_valid(merged(scene(name, credits=30, energy=30), extra), name) == valid
+
+
 # --- costs and turn structure ---------------------------------------------------------------
 
 RICH = {"player": {"row": 2, "col": 2, "credits": 20, "energy": 20, "hp": 2},
@@ -238,6 +295,29 @@ def test_push_of_an_enemy_on_the_player_cell_claims_that_cell():
     assert positions(state) == [(2, 2), (2, 2)]
 
 
+def test_push_an_enemy_left_behind_by_a_claim_does_not_claim_its_own_cell():
+    # Player (0,0): (4,5) and (5,4) both target (5,5); the daemon stays without claiming (5,4),
+    # so the glitch pushed diagonally from (4,3) moves onto it (§7.2 step 2).
+    d = scene("PUSH", row=0, col=0,
+              enemies=[enemy("virus", 4, 5), enemy("daemon", 5, 4), enemy("glitch", 4, 3)])
+    state, _ = apply(d, "PUSH")
+    assert positions(state) == [(5, 5), (5, 4), (5, 4)]
+
+
+def test_push_slides_along_either_edge_and_keeps_hp_stun_and_disable():
+    d = scene("PUSH", enemies=[
+        enemy("virus", 3, 5, hp=1, stunned=True, disabledTurns=2),  # right edge: slides up
+        enemy("daemon", 1, 0),                                      # left edge: slides down
+        enemy("glitch", 5, 5),                                      # corner facing away: stays
+        enemy("cryptog", 0, 4),                                     # bottom edge: slides right
+    ])
+    state, outcome = apply(d, "PUSH")
+    assert positions(state) == [(4, 5), (0, 0), (5, 5), (0, 5)]
+    first = scenario.inspect(state)["enemies"][0]
+    assert (first["hp"], first["stunned"], first["disabledTurns"]) == (1, True, 2)
+    assert int(outcome.kills) == 0
+
+
 # --- PULL (§7.3) ----------------------------------------------------------------------------
 
 def test_pull_moves_every_enemy_one_step_towards_the_player():
@@ -259,6 +339,16 @@ def test_pull_collisions_resolve_in_list_order():
     assert positions(state) == [(2, 3), (3, 3)]
     state, _ = apply(scene("PULL", enemies=[second, first]), "PULL")
     assert positions(state) == [(2, 3), (2, 4)]
+
+
+def test_pull_shares_the_cell_of_an_enemy_that_stays_and_blocked_pulls_stay():
+    d = scene("PULL", enemies=[
+        enemy("virus", 3, 2),    # orthogonally adjacent: no candidate, claims nothing
+        enemy("daemon", 4, 2),   # steps onto the virus's cell
+        enemy("glitch", 4, 3),   # nearest candidate (3,2) is claimed: stays (not (4,2) instead)
+    ])
+    state, _ = apply(d, "PULL")
+    assert positions(state) == [(3, 2), (3, 2), (4, 3)]
 
 
 def test_pull_ignores_blocks_and_transmissions():
@@ -316,6 +406,15 @@ def test_crash_rewards_kills_and_its_cost_and_is_free():
     assert float(obs.grid[1, 1, 7]) == 0.0 and float(obs.grid[3, 3, 0]) == 0.0
 
 
+def test_crash_that_opens_the_path_to_the_exit_earns_distance_reward():
+    # Player (3,5), exit (5,5), blocks on (4,5) and (4,4): path 6 before, 2 after (§7.4, §14.2).
+    d = scene("CRASH", row=3, col=5, blocks=[{"row": 4, "col": 5, "type": "data", "points": 1},
+                                            {"row": 4, "col": 4, "type": "data", "points": 1}])
+    _, _, reward, _, info = STEP(KEY, scenario.from_dict(d), action("CRASH"))
+    assert float(info["reward_components"]["distance"]) == pytest.approx(0.05 * 4)
+    assert float(reward) == pytest.approx(-0.01 + 0.2 - 0.25)
+
+
 # --- WARP (§7.5) ----------------------------------------------------------------------------
 
 def test_warp_onto_an_enemy_standing_on_a_block_removes_it_and_nothing_else():
@@ -353,6 +452,14 @@ def test_warp_kill_follows_the_earliest_piece_on_the_cell():
     assert positions(state) == [] and int(outcome.kills) == 0
 
 
+def test_warp_onto_a_cell_with_two_transmissions_removes_both_for_one_kill():
+    d = scene("WARP", row=0, col=0,
+              transmissions=[transmission(3, 3), transmission(3, 3, kind="daemon")])
+    state, outcome = apply(d, "WARP")
+    assert (int(state.core.player_row), int(state.core.player_col)) == (3, 3)
+    assert transmissions_of(state) == [] and int(outcome.kills) == 1
+
+
 def test_warp_target_is_uniform_over_the_list():
     """Two enemies on (0,4), one on (4,0), one transmission on (5,1): cells 2/4, 1/4, 1/4."""
     d = scene("WARP", enemies=[enemy("virus", 0, 4), enemy("glitch", 0, 4), enemy("daemon", 4, 0)],
@@ -373,6 +480,15 @@ def test_warp_landing_on_the_exit_position_reaches_the_exit():
     assert int(outcome.kills) == 1
 
 
+@pytest.mark.parametrize("target, reached", [((0, 5), True), ((5, 5), False)])
+def test_warp_reaches_the_exit_only_at_exit_position(target, reached):
+    d = scene("WARP", row=0, col=0, enemies=[enemy("virus", *target)],
+              exitPosition={"row": 0, "col": 5})
+    state, outcome = apply(d, "WARP")
+    assert (int(state.core.player_row), int(state.core.player_col)) == target
+    assert bool(outcome.exit_reached) == reached and int(outcome.kills) == 1
+
+
 # --- POLY (§7.6) ----------------------------------------------------------------------------
 
 def test_poly_keeps_damage_across_the_type_change():
@@ -389,6 +505,20 @@ def test_poly_keeps_damage_across_the_type_change():
     np.testing.assert_array_equal(hps[:, 0], max_hp[kinds[:, 0]] - 1)
     np.testing.assert_array_equal(hps[:, 1], max_hp[kinds[:, 1]])
     assert np.asarray(states.core.enemies.stunned)[:, 0].all()
+    assert (np.asarray(outcomes.kills) == 0).all()
+
+
+def test_poly_keeps_the_negative_damage_of_an_enemy_above_max_hp():
+    """§7.6: a 5-hp glitch has damage -3, so it ends at maxHP(new type) + 3; disable is kept."""
+    d = scene("POLY", enemies=[enemy("glitch", 4, 4, hp=5, disabledTurns=1)])
+    keys = jax.random.split(jax.random.PRNGKey(9), 300)  # the shape compiled above
+    states, outcomes = APPLY_MANY_KEYS(keys, scenario.from_dict(d), index("POLY"))
+    kinds = np.asarray(states.core.enemies.kind)[:, 0]
+    assert set(kinds.tolist()) == {C.VIRUS, C.DAEMON, C.CRYPTOG}
+    np.testing.assert_array_equal(np.asarray(states.core.enemies.hp)[:, 0],
+                                  C.ENEMY_MAX_HP[kinds] + 3)
+    assert (np.asarray(states.core.enemies.disabled_turns)[:, 0] == 1).all()
+    assert np.asarray(states.core.enemies.active)[:, 0].all()
     assert (np.asarray(outcomes.kills) == 0).all()
 
 
@@ -420,6 +550,17 @@ def test_row_hits_the_whole_row_through_blocks_and_stuns_survivors():
     state, outcome = apply(d, "ROW")
     assert enemies_of(state) == [("daemon", 2, 5, 2, True), ("glitch", 3, 2, 2, False)]
     assert int(outcome.kills) == 1
+
+
+@pytest.mark.parametrize("name, expected, kills", [
+    ("ROW", [("daemon", 2, 2, 1, True), ("daemon", 2, 0, 1, True), ("virus", 1, 2, 2, False)], 0),
+    ("COL", [("daemon", 2, 2, 1, True), ("daemon", 2, 0, 3, False)], 1),
+])
+def test_row_and_col_hit_an_enemy_on_the_player_cell_with_attack_damage(name, expected, kills):
+    d = scene(name, player={"attackDamage": 2},
+              enemies=[enemy("daemon", 2, 2), enemy("daemon", 2, 0), enemy("virus", 1, 2)])
+    state, outcome = apply(d, name)
+    assert enemies_of(state) == expected and int(outcome.kills) == kills
 
 
 def test_col_reward_and_observation_show_the_stun():
@@ -505,6 +646,19 @@ def test_d_bom_blast_ignores_attack_damage_and_counts_scheduled_daemons_as_no_ki
     assert int(outcome.kills) == 0
 
 
+def test_d_bom_blast_hits_an_enemy_on_the_player_cell_but_never_the_player():
+    d = scene("D_BOM", enemies=[enemy("daemon", 3, 2), enemy("virus", 2, 2)])
+    state, outcome = apply(d, "D_BOM")
+    assert enemies_of(state) == [("virus", 2, 2, 1, True)]
+    assert int(state.core.hp) == 3 and int(outcome.kills) == 1
+
+
+def test_d_bom_picks_the_nearest_daemon_even_with_no_hp():
+    d = scene("D_BOM", enemies=[enemy("daemon", 5, 5), enemy("daemon", 3, 3, hp=0)])
+    state, outcome = apply(d, "D_BOM")
+    assert enemies_of(state) == [("daemon", 5, 5, 3, False)] and int(outcome.kills) == 1
+
+
 # --- DELAY, ANTI-V, SCORE, REDUC, ATK+, HACK (§7.17-7.22) -----------------------------------
 
 def test_delay_adds_three_turns_to_every_transmission():
@@ -529,6 +683,12 @@ def test_score_adds_eight_minus_stage():
     assert int(state.core.score) == 9
     assert float(info["reward_components"]["score"]) == pytest.approx(2.5)
     assert float(reward) == pytest.approx(-0.01 + 2.5 - 0.25)
+
+
+@pytest.mark.parametrize("stage, gain", [(1, 7), (7, 1)])
+def test_score_gain_by_stage(stage, gain):
+    state, _ = apply(scene("SCORE", stage=stage, player={"score": 2}), "SCORE")
+    assert int(state.core.score) == 2 + gain  # §7.19: 8 - stage
 
 
 def test_reduc_lowers_unsiphoned_block_spawn_counts_floored_at_zero():

@@ -247,3 +247,78 @@ def test_components_unit_stage_table_and_holding():
                                    jnp.bool_(False), jnp.bool_(False), distance_after))
     named = dict(zip(C.REWARD_COMPONENTS, values))
     assert named["stage"] == 0.0 and named["victory"] == 0.0 and named["resourceHolding"] == 0.0
+
+
+# --- stage completion, distance shaping and the siphon-death penalty through the step --------
+
+
+@pytest.mark.parametrize("stage, paid", [(2, 2.0), (4, 8.0), (5, 16.0), (6, 32.0)])
+def test_completing_a_stage_pays_the_table_and_starts_the_next_schedule(stage, paid):
+    state, _, r, done, info = run({"player": {"row": 5, "col": 4}, "stage": stage}, RIGHT)
+    assert_reward(r, info, paid + 0.04, stage=paid, distance=0.05, resourceHolding=0.0)
+    assert not done and bool(info["stage_complete"]) and int(state.stage) == stage + 1
+    # §10: the new stage s starts with interval 13 - s, due at turn 13 - s; s transmissions.
+    assert int(state.scheduled_interval) == 12 - stage
+    assert int(state.next_scheduled_turn) == 12 - stage and int(state.core.turn) == 0
+    assert int(state.core.transmissions.active.sum()) == stage + 1
+
+
+def test_completion_pays_hp_recovery_and_resource_holding():
+    state, _, r, _, info = run({"player": {"row": 5, "col": 4, "hp": 2}}, RIGHT)
+    assert_reward(r, info, 2.04, stage=1.0, hpRecovery=1.0, damagePenalty=0.0)
+    assert int(state.core.hp) == 3
+    # Holding is paid on every completion, not only the winning one; carried resources are no gain.
+    d = {"player": {"row": 5, "col": 4, "credits": 7, "energy": 3}, "stage": 2}
+    state, _, r, _, info = run(d, RIGHT)
+    assert_reward(r, info, -0.01 + 2.0 + 0.05 + 0.1, resourceHolding=0.1, resourceGain=0.0)
+    assert (int(state.core.credits), int(state.core.energy)) == (7, 3)
+
+
+def test_warp_onto_the_exit_pays_the_whole_path_distance_around_blocks():
+    # §14.2: Δ = D_before when the exit is reached; the wall on row 4 makes D(3,5) = 12.
+    d = {"player": {"row": 3, "col": 5, "credits": 2, "energy": 2}, "ownedPrograms": ["WARP"],
+         "enemies": [{"type": "virus", "row": 5, "col": 5, "hp": 2}],
+         "blocks": [{"row": 4, "col": c, "type": "data", "points": 1} for c in range(1, 6)]}
+    _, _, r, _, info = run(d, action_of("WARP"))
+    assert_reward(r, info, -0.01 + 0.3 + 1.0 + 0.6 - 0.2, distance=0.6, kills=0.3, stage=1.0)
+
+
+def test_moving_into_a_pocket_without_a_path_pays_the_distance_before():
+    # The player stands on a block at (1,0) and steps into the corner (0,0), walled in by the
+    # blocks at (0,1) and (1,0): no path after the step counts as D = 0, so Δ = D_before = 9.
+    d = {"player": {"row": 1, "col": 0},
+         "blocks": [{"row": r, "col": c, "type": "data", "points": 1}
+                    for r, c in [(1, 0), (0, 1), (1, 1)]]}
+    state, _, r, _, info = run(d, DOWN)
+    assert (int(state.core.player_row), int(state.core.player_col)) == (0, 0)
+    assert_reward(r, info, -0.01 + 0.45, distance=0.45)
+
+
+def test_distance_after_a_free_crash_is_measured_on_the_end_board():
+    # CRASH opens the wall at (4,4) and (4,5): D falls from 12 to 2 without a move.
+    d = {"player": {"row": 3, "col": 5, "credits": 3, "energy": 2}, "ownedPrograms": ["CRASH"],
+         "blocks": [{"row": 4, "col": c, "type": "data", "points": 1} for c in range(1, 6)]}
+    _, _, r, _, info = run(d, action_of("CRASH"))
+    assert_reward(r, info, -0.01 + 0.5 - 0.25, distance=0.5, resourceGain=-0.25)
+
+
+def test_siphon_death_penalty_when_step_skips_the_wait_turn():
+    """§14.1 #15: WAIT counts as followed by an enemy turn even when STEP skips it."""
+    d = {"player": {"row": 3, "col": 3, "hp": 0, "energy": 1}, "ownedPrograms": ["WAIT"],
+         "stepActive": True,
+         "enemies": [{"type": "daemon", "row": 3, "col": 4, "hp": 3, "spawnedFromSiphon": True}]}
+    state, _, r, done, info = run(d, C.ACTION_WAIT)
+    assert_reward(r, info, -10.06, siphonDeathPenalty=-10.0, death=0.0, resourceGain=-0.05)
+    assert bool(done) and bool(info["death"])
+    assert not bool(state.step_active) and int(state.core.turn) == 0  # the turn was skipped
+
+
+@pytest.mark.parametrize("enemy_cell, penalty", [((2, 3), -10.0), ((2, 2), 0.0)])
+def test_siphon_death_penalty_needs_an_orthogonal_neighbour(enemy_cell, penalty):
+    # The daemon is stunned, so it stays where it is through the siphon's enemy turn.
+    d = {"player": {"row": 3, "col": 3, "hp": 0, "dataSiphons": 1}, "stage": 3,
+         "enemies": [{"type": "daemon", "row": enemy_cell[0], "col": enemy_cell[1], "hp": 3,
+                      "spawnedFromSiphon": True, "stunned": True}]}
+    _, _, r, done, info = run(d, C.ACTION_SIPHON)
+    assert_reward(r, info, -0.01 - 1.5 + penalty, death=-1.5, siphonDeathPenalty=penalty)
+    assert bool(done) and bool(info["death"])

@@ -10,6 +10,8 @@ from hackmatrix.game import constants as C
 from hackmatrix.game import scenario
 from hackmatrix.game import transition
 
+import compiled
+
 PLAYER = {"row": 3, "col": 3}
 
 
@@ -440,3 +442,40 @@ def test_to_dict_round_trip_of_new_games():
         loaded = scenario.from_dict(json.loads(json.dumps(scenario.to_dict(state))))
         # Everything but the UNDO history, which is never saved (and is empty at reset anyway).
         assert_states_equal(loaded.replace(history=None), state.replace(history=None))
+
+
+# ---------------------------------------------------------------------------------------------
+# A.3 consequences through the step
+
+
+@pytest.mark.parametrize("turn, next_due", [(10, None), (11, 24), (20, 33)])
+def test_setup_turn_at_least_eleven_fires_a_scheduled_task_at_the_first_enemy_turn(turn,
+                                                                                     next_due):
+    # nextScheduledTaskTurn is 12 whatever the turn: WAIT makes turn + 1 >= 12 fire (§8 step 5)
+    # and sets the next due turn to (turn + 1) + 12.
+    state = scenario.from_dict({"player": {"row": 0, "col": 0, "energy": 1},
+                                "ownedPrograms": ["WAIT"], "turn": turn})
+    state = compiled.STEP(jax.random.PRNGKey(0), state, C.ACTION_WAIT)[0]
+    hidden = scenario.inspect(state)
+    t = jax.tree_util.tree_map(np.asarray, state.core.transmissions)
+    assert hidden["turn"] == turn + 1
+    if next_due is None:
+        assert not t.active.any() and hidden["nextScheduledTaskTurn"] == 12
+    else:
+        assert t.active.sum() == 1 and t.from_scheduled[0] and not t.from_siphon[0]
+        assert t.turns_remaining[0] == 1 and hidden["nextScheduledTaskTurn"] == next_due
+        assert hidden["scheduledTaskInterval"] == 12
+
+
+def test_a_player_placed_on_the_exit_completes_the_stage_only_by_moving_onto_it():
+    key = jax.random.PRNGKey(0)
+    state = scenario.from_dict({"player": {"row": 5, "col": 5, "energy": 1},
+                                "ownedPrograms": ["WAIT"]})
+    waited, _, reward, _, info = compiled.STEP(key, state, C.ACTION_WAIT)
+    assert not bool(info["stage_complete"]) and int(waited.stage) == 1
+    assert float(reward) == pytest.approx(-0.01 - 0.05)
+    left, _, _, _, info = compiled.STEP(key, waited, 2)  # left, to (5,4)
+    assert not bool(info["stage_complete"]) and int(left.core.player_col) == 4
+    back, _, reward, done, info = compiled.STEP(key, left, 3)  # right, onto the exit
+    assert bool(info["stage_complete"]) and not bool(done) and int(back.stage) == 2
+    assert float(reward) == pytest.approx(1.04, abs=1e-5)

@@ -252,3 +252,133 @@ def test_siphon_quality_component_is_paid_in_the_step():
     d = {"player": player(), "resources": [{"row": 0, "col": 0, "credits": 3}]}
     _, _, reward, _, info = STEP(KEY, scenario.from_dict(d), SIPHON)
     assert float(info["reward_components"]["siphonQuality"]) == pytest.approx(-0.075, abs=1e-7)
+
+
+# --- more of §6.2 ----------------------------------------------------------------------------
+
+
+def test_siphoning_while_standing_on_a_question_block_reveals_it():
+    d = {"player": player(2, 2),
+         "blocks": [{"row": 2, "col": 2, "type": "question", "points": 6, "spawnCount": 4}]}
+    state, _ = siphon(d)
+    cells = state.core.cells
+    assert int(state.core.score) == 6 and int(state.pending_siphon_transmissions) == 4
+    assert int(cells.content[2, 2]) == C.DATA_BLOCK and int(cells.points[2, 2]) == 6
+    assert int(cells.spawn_count[2, 2]) == 0
+    assert bool(cells.siphoned[2, 2]) and bool(cells.siphon_center[2, 2])
+
+
+def test_two_blocks_with_the_same_program_acquire_it_once_and_owe_both_spawn_counts():
+    d = {"player": player(2, 2),
+         "blocks": [{"row": 3, "col": 2, "type": "program", "program": "ROW"},
+                    {"row": 1, "col": 2, "type": "question", "program": "ROW"}]}
+    state, _ = siphon(d)
+    owned = np.asarray(state.core.owned)
+    assert owned[C.ROW] and owned.sum() == 1
+    assert int(state.pending_siphon_transmissions) == 2 + 2  # ROW's spawn cost, twice
+    assert int(state.core.cells.content[1, 2]) == C.PROGRAM_BLOCK
+    assert int(state.core.cells.program[1, 2]) == C.ROW
+
+
+def test_pieces_on_the_cross_are_untouched_and_do_not_shield_their_cells():
+    d = {"player": player(2, 2),
+         "blocks": [{"row": 3, "col": 2, "type": "data", "points": 4}],
+         "enemies": [{"type": "glitch", "row": 3, "col": 2, "hp": 2},    # on the block
+                     {"type": "daemon", "row": 2, "col": 3, "hp": 3}],
+         "transmissions": [{"row": 1, "col": 2, "turnsRemaining": 3, "enemyType": "virus"}],
+         "resources": [{"row": 2, "col": 3, "credits": 2}, {"row": 1, "col": 2, "energy": 1}]}
+    state, _ = siphon(d)
+    assert int(state.core.score) == 4 and int(state.pending_siphon_transmissions) == 4
+    assert int(state.core.credits) == 2 and int(state.core.energy) == 1
+    assert [(e["type"], e["row"], e["col"], e["hp"], e["stunned"])
+            for e in scenario.inspect(state)["enemies"]] == [("glitch", 3, 2, 2, False),
+                                                           ("daemon", 2, 3, 3, False)]
+    transmissions = state.core.transmissions
+    assert int(transmissions.active.sum()) == 1 and int(transmissions.turns_remaining[0]) == 3
+    assert np.asarray(state.core.cells.siphoned)[[2, 3, 1, 2, 2], [2, 2, 2, 1, 3]].all()
+
+
+@pytest.mark.parametrize("interval, expected", [(13, 12), (5, 4), (2, 4)])
+def test_interval_drops_by_one_to_at_least_four_and_the_due_turn_moves_five(interval, expected):
+    """§6.2 step 5: max(4, interval − 1), so a setup interval below 4 rises to 4."""
+    d = {"player": player(), "scheduledTaskInterval": interval, "nextScheduledTaskTurn": 3}
+    state, _ = siphon(d)
+    hidden = scenario.inspect(state)
+    assert hidden["scheduledTaskInterval"] == expected and hidden["nextScheduledTaskTurn"] == 8
+
+
+def test_owed_transmissions_add_to_those_pending_and_all_are_placed_in_the_enemy_turn():
+    d = {"player": player(2, 2), "pendingSiphonTransmissions": 3,
+         "blocks": [{"row": 3, "col": 2, "type": "data", "points": 2}]}
+    state, _ = siphon(d)
+    assert int(state.pending_siphon_transmissions) == 3 + 2
+    state, _, _, _, _ = STEP(KEY, scenario.from_dict(d), SIPHON)
+    transmissions = state.core.transmissions
+    active = np.asarray(transmissions.active)
+    assert active.sum() == 5 and scenario.inspect(state)["pendingSiphonTransmissions"] == 0
+    assert np.asarray(transmissions.from_siphon)[active].all()
+    assert (np.asarray(transmissions.turns_remaining)[active] == 1).all()
+
+
+def test_siphoning_on_the_exit_of_stage_eight_neither_wins_nor_changes_the_exit():
+    d = {"player": player(5, 5), "stage": 8, "resources": [{"row": 5, "col": 5, "energy": 2}]}
+    state, _, _, done, info = STEP(KEY, scenario.from_dict(d), SIPHON)
+    assert not done and not bool(info["won"]) and not bool(info["stage_complete"])
+    assert int(state.stage) == 8 and scenario.inspect(state)["turn"] == 1
+    assert int(state.core.energy) == 2 and int(state.core.cells.content[5, 5]) == C.EXIT
+    assert bool(state.core.cells.siphon_center[5, 5])
+
+
+# --- more siphon-quality dominance cases (§14.4) ---------------------------------------------
+
+# name -> (setup, expected component); the player stands at (3,3) with one charge.
+QUALITY_CASES = {
+    # (0,0) and (0,1) reach 2 credits as the player does, and 1 energy more.
+    "equal credits and more energy dominates": (
+        {"resources": [{"row": 3, "col": 4, "credits": 2}, {"row": 0, "col": 0, "credits": 2},
+                       {"row": 0, "col": 1, "energy": 1}]}, -0.5 * 0.05 * 1),
+    # The siphoned block at (3,4) is not in B, so (5,3) next to (4,3) is a candidate: 2 energy.
+    "a siphoned block of the cross is not in B": (
+        {"blocks": [{"row": 4, "col": 3, "type": "data", "points": 5},
+                    {"row": 3, "col": 4, "type": "data", "points": 1, "siphoned": True}],
+         "resources": [{"row": 5, "col": 3, "energy": 2}]}, -0.5 * 0.05 * 2),
+    # An owned program block still belongs to B: no open cell touches both (4,3) and (2,3),
+    # so (4,4) with 3 credits is no candidate.
+    "an owned program block of the cross is in B": (
+        {"ownedPrograms": ["WAIT"],
+         "blocks": [{"row": 4, "col": 3, "type": "data", "points": 5},
+                    {"row": 2, "col": 3, "type": "program", "program": "WAIT"}],
+         "resources": [{"row": 4, "col": 4, "credits": 3}]}, 0.0),
+    # The yield holds V = [5], so only cells next to (4,3) are candidates: (4,4) with 1 credit
+    # dominates, (0,0) with 3 credits does not.
+    "a question block's points count as data": (
+        {"blocks": [{"row": 4, "col": 3, "type": "question", "points": 5}],
+         "resources": [{"row": 4, "col": 4, "credits": 1}, {"row": 0, "col": 0, "credits": 3}]},
+        -0.5 * 0.05 * 1),
+    # (4,4) also reaches the program block at (5,4): G differs unless the player owns it.
+    "an unowned extra program in the candidate's cross": (
+        {"blocks": [{"row": 4, "col": 3, "type": "data", "points": 5},
+                    {"row": 5, "col": 4, "type": "program", "program": "WAIT"}],
+         "resources": [{"row": 4, "col": 4, "credits": 3}]}, 0.0),
+    "an owned extra program in the candidate's cross": (
+        {"ownedPrograms": ["WAIT"],
+         "blocks": [{"row": 4, "col": 3, "type": "data", "points": 5},
+                    {"row": 5, "col": 4, "type": "program", "program": "WAIT"}],
+         "resources": [{"row": 4, "col": 4, "credits": 3}]}, -0.5 * 0.05 * 3),
+    # The yield holds only an owned program: every open cell is a candidate, but V must stay
+    # empty. The 3 credits at (0,0) are reachable only from (0,0), whose cross holds the data
+    # blocks at (1,0) and (0,1); (5,0) reaches the energy.
+    "an empty yield needs candidates without data": (
+        {"ownedPrograms": ["WAIT"],
+         "blocks": [{"row": 4, "col": 3, "type": "program", "program": "WAIT"},
+                    {"row": 1, "col": 0, "type": "data", "points": 2},
+                    {"row": 0, "col": 1, "type": "data", "points": 2}],
+         "resources": [{"row": 0, "col": 0, "credits": 3}, {"row": 5, "col": 0, "energy": 1}]},
+        -0.5 * 0.05 * 1),
+}
+
+
+@pytest.mark.parametrize("case", sorted(QUALITY_CASES))
+def test_quality_dominance(case):
+    setup, expected = QUALITY_CASES[case]
+    assert quality({"player": player(), **setup}) == pytest.approx(expected, abs=1e-7)

@@ -136,3 +136,20 @@ def test_cells_above_a_siphoned_block_count_as_out_of_the_line_of_fire():
     assert not line[5, 3] and line[4, 3]
     hits = sum((5, 3) in cells for cells in placed_cells(place(state, 9, seeds=200)))
     assert hits > 0
+
+
+def test_exit_data_siphon_and_resource_cells_count_as_free():
+    # Player (0,0); blocks fill rows and columns 1-5 except the exit (5,5), a data-siphon
+    # pickup (3,3), a credits cell (2,4) and an energy cell (4,4): those four are the only
+    # free cells out of the line of fire, so they take the first four placements, and the
+    # fifth falls back to row 0 or column 0.
+    allowed = {(5, 5), (3, 3), (2, 4), (4, 4)}
+    state = scenario.from_dict({
+        "player": {"row": 0, "col": 0},
+        "blocks": [{"row": r, "col": c, "type": "data", "points": 1}
+                   for r in range(1, 6) for c in range(1, 6) if (r, c) not in allowed],
+        "resources": [{"row": 3, "col": 3, "dataSiphon": True},
+                      {"row": 2, "col": 4, "credits": 2}, {"row": 4, "col": 4, "energy": 1}]})
+    for cells in placed_cells(place(state, 5, seeds=20)):
+        assert len(cells) == 5 and set(cells[:4]) == allowed
+        assert cells[4][0] == 0 or cells[4][1] == 0

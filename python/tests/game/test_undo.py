@@ -1,5 +1,7 @@
 """UNDO (§7.10) and its history (§7.15): snapshot contents, restore, ring-buffer capacity."""
 
+import random
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -164,3 +166,130 @@ def test_undo_brings_enemies_and_transmissions_back_without_origin_flags():
     assert int(jnp.sum(transmissions.active)) == 1 and not bool(transmissions.from_siphon[0])
     assert int(transmissions.turns_remaining[0]) == 3 and int(outcome.kills) == 0
     assert (int(undone.core.credits), int(undone.core.energy)) == (4, 3)
+
+
+def program(name):
+    return C.FIRST_PROGRAM_ACTION + C.PROGRAM_NAMES.index(name)
+
+
+def play(state, *actions):
+    """Step through valid `actions`; returns the final (state, obs, reward, done, info)."""
+    for act in actions:
+        result = STEP(KEY, state, act)
+        state = result[0]
+        assert not bool(result[4]["invalid_action"]), act
+    return result
+
+
+def test_undo_after_warping_away_pays_the_distance_back_without_a_kill():
+    d = {"player": {"row": 4, "col": 4, "credits": 3, "energy": 3},
+         "ownedPrograms": ["WAIT", "WARP", "UNDO"],
+         "transmissions": [{"row": 0, "col": 0, "turnsRemaining": 5, "enemyType": "virus"}]}
+    state, *_ = play(scenario.from_dict(d), C.ACTION_WAIT)
+    state, _, _, _, info = play(state, program("WARP"))
+    assert (int(state.core.player_row), int(state.core.player_col)) == (0, 0)
+    assert float(info["reward_components"]["kills"]) == pytest.approx(0.3)
+    state, _, _, _, info = play(state, UNDO_ACTION)
+    parts = info["reward_components"]
+    # Path distance 10 at (0,0) back to 2 at (4,4): +8 cells (§14.2); UNDO yields no kills.
+    assert float(parts["distance"]) == pytest.approx(0.05 * 8) and float(parts["kills"]) == 0.0
+    assert (int(state.core.player_row), int(state.core.player_col)) == (4, 4)
+    assert (int(state.core.credits), int(state.core.energy)) == (3, 2)
+    t = state.core.transmissions
+    assert int(jnp.sum(t.active)) == 1 and int(t.turns_remaining[0]) == 4
+
+
+def test_undo_brings_back_an_unrevealed_question_block_and_unowns_its_program():
+    d = {"player": {"row": 3, "col": 3, "energy": 1, "credits": 1, "dataSiphons": 1},
+         "ownedPrograms": ["WAIT", "UNDO"],
+         "blocks": [{"row": 4, "col": 3, "type": "question", "program": "HACK"},
+                    {"row": 3, "col": 4, "type": "data", "points": 2}],
+         "resources": [{"row": 2, "col": 3, "credits": 3}, {"row": 3, "col": 3, "energy": 2},
+                       {"row": 4, "col": 3, "credits": 1}]}
+    hack = C.PROGRAM_NAMES.index("HACK")
+    state, *_ = play(scenario.from_dict(d), C.ACTION_WAIT, C.ACTION_SIPHON)
+    cells = state.core.cells
+    assert int(cells.content[4, 3]) == C.PROGRAM_BLOCK and bool(state.core.owned[hack])
+    assert int(state.core.score) == 2 and int(state.core.credits) == 4
+    state, obs, _, _, info = play(state, UNDO_ACTION, UNDO_ACTION)
+    cells = state.core.cells
+    assert int(cells.content[4, 3]) == C.QUESTION_BLOCK and int(cells.program[4, 3]) == hack
+    assert int(cells.spawn_count[4, 3]) == int(C.PROGRAM_SPAWN_COST[hack])
+    assert not bool(state.core.owned[hack]) and int(obs.programs[hack]) == 0
+    assert float(obs.grid[4, 3, 9]) == 1.0  # shown as a question block again
+    assert not np.asarray(cells.siphoned).any() and not np.asarray(cells.siphon_center).any()
+    resources = (int(cells.credits[2, 3]), int(cells.energy[3, 3]), int(cells.credits[4, 3]))
+    assert resources == (3, 2, 1)
+    core = state.core
+    assert (int(core.score), int(core.data_siphons), int(core.credits)) == (0, 1, 1)
+    assert float(info["reward_components"]["score"]) == pytest.approx(-1.0)
+
+
+def test_undo_in_play_keeps_step_active_pending_siphon_transmissions_and_the_schedule():
+    d = {"player": {"row": 3, "col": 3, "credits": 2, "energy": 6, "dataSiphons": 1},
+         "ownedPrograms": ["WAIT", "STEP", "UNDO"],
+         "blocks": [{"row": 4, "col": 3, "type": "data", "points": 4}]}
+    state, *_ = play(scenario.from_dict(d), C.ACTION_WAIT, C.ACTION_WAIT, program("STEP"),
+                     UNDO_ACTION)
+    assert bool(state.step_active) and int(state.core.energy) == 4  # energy from the snapshot
+    # The siphon's enemy turn is skipped (STEP): its 4 transmissions wait, and no snapshot.
+    state, *_ = play(state, C.ACTION_SIPHON)
+    assert int(state.pending_siphon_transmissions) == 4 and int(state.history_size) == 1
+    assert (int(state.scheduled_interval), int(state.next_scheduled_turn)) == (11, 17)  # §10
+    state, *_ = play(state, UNDO_ACTION)
+    assert int(state.core.score) == 0 and int(state.core.data_siphons) == 1
+    assert not bool(state.core.cells.siphoned[4, 3]) and scenario.inspect(state)["turn"] == 1
+    assert int(state.pending_siphon_transmissions) == 4
+    assert (int(state.scheduled_interval), int(state.next_scheduled_turn)) == (11, 17)
+    assert int(state.history_size) == 0 and not bool(state.step_active)
+
+
+RANDOM_START = {
+    "player": {"row": 2, "col": 2, "credits": 400, "energy": 400, "dataSiphons": 6},
+    "ownedPrograms": list(C.PROGRAM_NAMES),
+    "enemies": [{"type": "daemon", "row": 5, "col": 0, "hp": 3},
+                {"type": "virus", "row": 0, "col": 5, "hp": 2}],
+    "transmissions": [{"row": 4, "col": 4, "turnsRemaining": 2, "enemyType": "virus"}],
+    "blocks": [{"row": 3, "col": 2, "type": "data", "points": 5},
+               {"row": 1, "col": 3, "type": "question", "program": "HACK"},
+               {"row": 4, "col": 1, "type": "program", "program": "SCORE"}],
+    "resources": [{"row": 2, "col": 1, "credits": 2}, {"row": 1, "col": 2, "energy": 3}],
+}
+NOT_RESTORED = ("stage", "exit_row", "exit_col", "step_active", "pending_siphon_transmissions",
+                "scheduled_interval", "next_scheduled_turn")
+
+
+def test_random_play_undo_restores_the_core_after_each_full_enemy_turn():
+    """§7.15 against a model stack: every full enemy turn (turn-ending action, no STEP, no stage
+    change) pushes the core; every UNDO restores the newest one and nothing stage-level."""
+    rng = random.Random(0)
+    key = jax.random.PRNGKey(1)
+    state = scenario.from_dict(RANDOM_START)
+    stack, undos = [], 0
+    for _ in range(80):
+        valid = np.asarray(VALID(state))
+        if int(state.core.hp) <= 2 and valid[program("RESET")]:
+            act = program("RESET")
+        elif valid[UNDO_ACTION] and rng.random() < 0.3:
+            act = UNDO_ACTION
+        else:
+            choices = np.flatnonzero(valid).tolist()
+            turn_enders = [a for a in choices if a <= C.ACTION_SIPHON or a == C.ACTION_WAIT]
+            act = rng.choice(turn_enders if turn_enders and rng.random() < 0.6 else choices)
+        key, subkey = jax.random.split(key)
+        new, _, _, done, info = STEP(subkey, state, act)
+        assert not bool(info["invalid_action"])
+        if act == UNDO_ACTION:
+            undos += 1
+            assert_trees_equal(new.core, without_origin_flags(stack.pop()))
+            for field in NOT_RESTORED:
+                assert int(getattr(new, field)) == int(getattr(state, field)), field
+            assert float(info["reward_components"]["kills"]) == 0.0
+        elif ((act <= C.ACTION_SIPHON or act == C.ACTION_WAIT) and not bool(state.step_active)
+              and not bool(info["stage_complete"])):
+            stack = (stack + [new.core])[-C.HISTORY_CAPACITY:]
+        assert int(new.history_size) == len(stack)
+        state = new
+        if bool(done):
+            break
+    assert undos >= 8

@@ -12,9 +12,12 @@ from hackmatrix.game import history
 from hackmatrix.game import scenario
 from hackmatrix.game import worldgen
 
+import compiled
+
 GAMES = 3000
 CORNERS = [tuple(c) for c in C.CORNERS.tolist()]
 BLOCKS = (C.DATA_BLOCK, C.PROGRAM_BLOCK, C.QUESTION_BLOCK)
+RIGHT = 3
 
 _new_games = jax.jit(jax.vmap(worldgen.new_game))
 _complete = jax.jit(worldgen.complete_stage)
@@ -242,3 +245,149 @@ def test_not_reached_changes_nothing():
     assert not bool(won)
     for a, b in zip(jax.tree_util.tree_leaves(out), jax.tree_util.tree_leaves(state)):
         assert np.array_equal(a, b)
+
+
+# ------------------------------------------------------------------------------------------
+# Stage completion through the step (§5, §12.1, §12.2 step 1), and generation at a stage
+# transition over many keys.
+
+@pytest.mark.parametrize("step_active", [False, True])
+def test_a_completing_step_has_no_enemy_turn_and_clears_the_stage_flags(step_active):
+    # With STEP active an enemy turn would be skipped anyway; the flag must still be cleared.
+    d = {"player": {"row": 5, "col": 4, "credits": 1},
+         "enemies": [{"type": "daemon", "row": 4, "col": 4, "hp": 2, "stunned": True,
+                      "spawnedFromSiphon": True, "disabledTurns": 2},
+                     {"type": "glitch", "row": 1, "col": 1, "hp": 1, "isFromScheduledTask": True},
+                     {"type": "virus", "row": 4, "col": 5, "hp": 2}],  # next to the exit
+         "transmissions": [{"row": 2, "col": 3, "turnsRemaining": 1, "enemyType": "virus"}],
+         "turn": 7, "showActivated": True, "scheduledTasksDisabled": True,
+         "stepActive": step_active, "pendingSiphonTransmissions": 4, "atkPlusUsesThisStage": 2}
+    start = scenario.from_dict(d)
+    state, _, _, done, info = compiled.STEP(jax.random.PRNGKey(0), start, RIGHT)
+    assert bool(info["stage_complete"]) and not bool(done) and int(state.stage) == 2
+    # No enemy turn (§5): nobody moved or attacked, stun and disable did not decay, the
+    # transmission with 1 turn left did not hatch, and no snapshot was taken.
+    assert scenario.inspect(state)["enemies"] == scenario.inspect(start)["enemies"]
+    assert int(state.core.hp) == 3 and int(state.history_size) == 0
+    t = state.core.transmissions
+    assert int(np.sum(t.active)) == 1 + 2  # carried one, then `stage` = 2 new ones
+    assert (int(t.row[0]), int(t.col[0]), int(t.turns_remaining[0])) == (2, 3, 1)
+    # §12.2 step 1; pendingSiphonTransmissions is carried.
+    assert int(state.core.turn) == 0 and int(state.pending_siphon_transmissions) == 4
+    assert not bool(state.core.show_activated) and not bool(state.core.scheduled_tasks_disabled)
+    assert not bool(state.step_active) and int(state.core.atk_plus_uses) == 0
+    assert int(state.scheduled_interval) == 11 and int(state.next_scheduled_turn) == 11
+    assert int(state.core.credits) == 1
+
+
+def test_the_winning_step_leaves_board_and_pieces_untouched():
+    d = {"player": {"row": 5, "col": 4, "hp": 2}, "stage": 8, "turn": 5,
+         "enemies": [{"type": "virus", "row": 4, "col": 5, "hp": 2}],
+         "transmissions": [{"row": 2, "col": 2, "turnsRemaining": 1, "enemyType": "daemon"}],
+         "blocks": [{"row": 3, "col": 3, "type": "data", "points": 4}],
+         "resources": [{"row": 0, "col": 0, "credits": 2}]}
+    start = scenario.from_dict(d)
+    state, _, _, done, info = compiled.STEP(jax.random.PRNGKey(0), start, RIGHT)
+    assert bool(done) and bool(info["won"]) and bool(info["stage_complete"])
+    assert not bool(info["death"])
+    assert int(state.stage) == 8 and int(state.core.hp) == 3  # §12.1: hp + 1 even on victory
+    # Nothing generated (§12.1 step 3) and no enemy turn: board, exit, pieces and turn as before.
+    for a, b in zip(jax.tree_util.tree_leaves(state.core.cells),
+                    jax.tree_util.tree_leaves(start.core.cells)):
+        assert np.array_equal(a, b)
+    assert (int(state.exit_row), int(state.exit_col)) == (5, 5) and int(state.core.turn) == 5
+    assert scenario.inspect(state)["enemies"] == scenario.inspect(start)["enemies"]
+    t = state.core.transmissions
+    assert int(np.sum(t.active)) == 1 and int(t.turns_remaining[0]) == 1
+
+
+TRANSITION_KEYS = 1000
+
+
+def _complete_many(seed, state, count):
+    """`count` completions of `state` with different keys, 200 per call of `_complete_seeds`
+    (the batch size it is compiled for), as NumPy trees."""
+    keys = jax.random.split(jax.random.PRNGKey(seed), count).reshape(-1, 200, 2)
+    outs = [_complete_seeds(k, state, jnp.asarray(True))[0].replace(history=None) for k in keys]
+    return jax.tree_util.tree_map(lambda *xs: np.concatenate(xs), *outs)
+# Carried pieces: blocks and new transmissions must avoid them.
+_CARRIED = {"enemies": [{"type": "daemon", "row": 4, "col": 2, "hp": 3},
+                        {"type": "glitch", "row": 2, "col": 4, "hp": 1, "stunned": True},
+                        {"type": "virus", "row": 5, "col": 2, "hp": 2}],
+            "transmissions": [{"row": 1, "col": 3, "turnsRemaining": 2, "enemyType": "cryptog"}]}
+
+
+@pytest.mark.parametrize("stage", [1, 4, 7])
+def test_generation_at_a_stage_transition_over_many_keys(stage):
+    start = scenario.from_dict({"player": {"row": 5, "col": 5}, "stage": stage, **_CARRIED})
+    out = _complete_many(100 + stage, start, TRANSITION_KEYS)
+    new_stage = stage + 1
+    assert (out.stage == new_stage).all()
+    assert (out.scheduled_interval == 13 - new_stage).all()  # §10
+    assert (out.next_scheduled_turn == 13 - new_stage).all() and (out.core.turn == 0).all()
+    # Tolerances: with 1000 keys a frequency's standard deviation is 0.015 (p = 1/3) and 0.011
+    # (p = 1/7); the bounds are >= 4.3 standard deviations, so a correct generator fails one of
+    # the 30 frequency checks of the three cases with probability < 1e-3 for arbitrary keys.
+    exits = Counter(zip(out.exit_row.tolist(), out.exit_col.tolist()))
+    assert set(exits) == {(0, 0), (0, 5), (5, 0)}  # §12.2 step 3: not the player's corner
+    assert all(abs(n / TRANSITION_KEYS - 1 / 3) < 0.065 for n in exits.values())
+    is_block = np.isin(out.core.cells.content, BLOCKS)
+    for row, col in CORNERS + [(4, 2), (2, 4), (5, 2), (1, 3)]:
+        assert not is_block[:, row, col].any()
+    counts = Counter(is_block.sum(axis=(1, 2)).tolist())
+    assert set(counts) <= set(range(5, 12)) | {0} and counts[0] <= 2
+    assert all(abs(counts[n] / TRANSITION_KEYS - 1 / 7) < 0.05 for n in range(5, 12))
+    # §12.2 step 7: the carried transmission, then `stage` new ones on distinct free cells.
+    t = out.core.transmissions
+    assert (t.active.sum(axis=1) == 1 + new_stage).all()
+    assert (t.row[:, 0] == 1).all() and (t.col[:, 0] == 3).all()
+    assert (t.turns_remaining[:, 0] == 2).all() and (t.enemy_type[:, 0] == C.CRYPTOG).all()
+    new = slice(1, 1 + new_stage)
+    assert (t.turns_remaining[:, new] == 1).all()
+    assert not t.from_siphon.any() and not t.from_scheduled.any()
+    cells = t.row[:, :1 + new_stage] * 6 + t.col[:, :1 + new_stage]
+    assert all(len(set(row)) == 1 + new_stage for row in cells.tolist())
+    taken = np.array([4 * 6 + 2, 2 * 6 + 4, 5 * 6 + 2, 5 * 6 + 5])  # enemies and the player
+    assert not np.isin(cells, taken).any()
+    assert not np.take_along_axis(is_block.reshape(-1, 36), cells, axis=1).any()
+
+
+# §12.2 step 5 acceptance with the exit as a dead end. Daemons fill every non-corner cell but
+# the ones listed, so blocks can only go there.
+STAIRCASE = [(4, 1), (3, 1), (3, 2), (2, 2), (2, 3), (1, 3), (1, 4), (0, 4)]
+
+
+def _generate_with_only(free_cells, seed):
+    daemons = [{"type": "daemon", "row": r, "col": c, "hp": 3}
+               for r in range(6) for c in range(6)
+               if (r, c) not in CORNERS and (r, c) not in free_cells]
+    state = scenario.from_dict({"player": {"row": 5, "col": 5}, "enemies": daemons})
+    out = _complete_many(seed, state, 200)
+    is_block = np.isin(out.core.cells.content, BLOCKS)
+    outside = np.ones((6, 6), bool)
+    outside[tuple(np.transpose(free_cells))] = False
+    assert not is_block[:, outside].any()
+    return is_block, list(zip(out.exit_row.tolist(), out.exit_col.tolist()))
+
+
+def test_a_wall_connected_only_through_the_exit_is_rejected():
+    # The staircase splits the board into two sides that meet only at corner (5,0). Any part
+    # of it is accepted; the full wall (N >= 8) only if the exit is not (5,0), which may be
+    # entered but not passed through. With N >= 8 every attempt is the full wall, so with the
+    # exit on (5,0) the stage gets no blocks.
+    is_block, exits = _generate_with_only(STAIRCASE, seed=3)
+    counts = is_block.sum(axis=(1, 2))
+    on_gate = np.array([e == (5, 0) for e in exits])
+    assert set(counts[on_gate].tolist()) <= {0, 5, 6, 7}
+    assert set(counts[~on_gate].tolist()) <= {5, 6, 7, 8}
+    # Each case has probability >= 4/21 per key: absent from 200 keys with p < 1e-18.
+    assert (counts[on_gate] == 0).any() and (counts[~on_gate] == 8).any()
+    for g in np.flatnonzero(counts):
+        assert _connected(is_block[g], exits[g])
+
+
+def test_a_wall_isolating_a_corner_leaves_the_stage_without_blocks():
+    # At least 5 blocks are drawn and only (1,0) and (0,1) are available: both are blocked in
+    # every attempt, cutting (0,0) off, so all 100 attempts fail.
+    is_block, _ = _generate_with_only([(1, 0), (0, 1)], seed=4)
+    assert not is_block.any()
