@@ -1,10 +1,26 @@
-"""Jitted game functions shared by the game tests, so each compiles once per test session."""
+"""Jitted game functions shared by the game tests, so each compiles once per test session, and
+the small helpers that drive them."""
 
 import jax
 
 from hackmatrix.game import action_mask, actions, programs, transition
+from hackmatrix.game import constants as C
 
 STEP = jax.jit(transition.step)
 VALID_ACTIONS = jax.jit(action_mask.valid_actions)
 RESOLVE = jax.jit(actions.resolve)
 APPLY_PROGRAM = jax.jit(programs.apply)
+
+
+def program_action(name):
+    """The action number of a program, by its name in the rules' table."""
+    return C.FIRST_PROGRAM_ACTION + C.PROGRAM_NAMES.index(name)
+
+
+def play(state, *actions, key=jax.random.PRNGKey(0)):
+    """Step through valid `actions`; returns the final (state, obs, reward, done, info)."""
+    for action in actions:
+        result = STEP(key, state, action)
+        state = result[0]
+        assert not bool(result[4]["invalid_action"]), action
+    return result

@@ -13,19 +13,8 @@ STEP = compiled.STEP
 KEY = jax.random.PRNGKey(0)
 UP, RIGHT = 0, 3
 CH_STUNNED, CH_CREDITS = 5, 37
-
-
-def program(name):
-    return C.FIRST_PROGRAM_ACTION + C.PROGRAM_NAMES.index(name)
-
-
-def play(state, *actions):
-    """Step through `actions`; returns the final (state, obs, reward, done, info)."""
-    for act in actions:
-        result = STEP(KEY, state, act)
-        state = result[0]
-        assert not bool(result[4]["invalid_action"]), act
-    return result
+program = compiled.program_action
+play = compiled.play
 
 
 def hidden(state):

@@ -17,8 +17,7 @@ KEY = jax.random.PRNGKey(0)
 UP, DOWN, LEFT, RIGHT = range(4)
 
 
-def action_of(name):
-    return C.FIRST_PROGRAM_ACTION + C.PROGRAM_NAMES.index(name)
+action_of = compiled.program_action
 
 
 def run(d, action, key=KEY):

@@ -16,6 +16,8 @@ APPLY = compiled.APPLY_PROGRAM
 PUSH = jax.jit(history.push)
 VALID = compiled.VALID_ACTIONS
 STEP = compiled.STEP
+program = compiled.program_action
+play = compiled.play
 ROUND_TRIP = jax.jit(lambda core: history.unpack(history.pack(core)))
 KEY = jax.random.PRNGKey(0)
 UNDO = C.PROGRAM_NAMES.index("UNDO")
@@ -166,19 +168,6 @@ def test_undo_brings_enemies_and_transmissions_back_without_origin_flags():
     assert int(jnp.sum(transmissions.active)) == 1 and not bool(transmissions.from_siphon[0])
     assert int(transmissions.turns_remaining[0]) == 3 and int(outcome.kills) == 0
     assert (int(undone.core.credits), int(undone.core.energy)) == (4, 3)
-
-
-def program(name):
-    return C.FIRST_PROGRAM_ACTION + C.PROGRAM_NAMES.index(name)
-
-
-def play(state, *actions):
-    """Step through valid `actions`; returns the final (state, obs, reward, done, info)."""
-    for act in actions:
-        result = STEP(KEY, state, act)
-        state = result[0]
-        assert not bool(result[4]["invalid_action"]), act
-    return result
 
 
 def test_undo_after_warping_away_pays_the_distance_back_without_a_kill():

@@ -125,8 +125,7 @@ APPLICABILITY = {
 }
 
 
-def action_of(name):
-    return C.FIRST_PROGRAM_ACTION + C.PROGRAM_NAMES.index(name)
+action_of = compiled.program_action
 
 
 @pytest.mark.parametrize("name", sorted(APPLICABILITY))
