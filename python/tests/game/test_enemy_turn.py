@@ -404,10 +404,6 @@ def _step(state, action, seed=0):
     return compiled.STEP(jax.random.PRNGKey(seed), state, jnp.int32(action))[0]
 
 
-def _program(name):
-    return C.FIRST_PROGRAM_ACTION + C.PROGRAM_NAMES.index(name)
-
-
 def test_a_siphon_on_turn_eleven_postpones_the_first_scheduled_task_to_seventeen():
     # §10: the siphon's +5 relief applies at the moment of siphoning, before its own enemy
     # turn makes turn 12 (a siphon that gathers nothing owes no transmissions).
@@ -423,7 +419,7 @@ def test_a_free_program_stun_survives_a_step_skipped_turn():
     # count and does not clear it.
     state = setup(player={"row": 3, "col": 3, "credits": 20, "energy": 20},
                   ownedPrograms=["ROW", "STEP", "WAIT"], enemies=[enemy("virus", 3, 4)])
-    state = _step(_step(state, _program("ROW")), _program("STEP"))
+    state = _step(_step(state, compiled.program_action("ROW")), compiled.program_action("STEP"))
     seen = []
     for seed in range(3):
         state = _step(state, C.ACTION_WAIT, seed)

@@ -135,7 +135,7 @@ def test_undo_through_a_step_rewinds_free_actions_and_scores_the_difference():
     state, *_ = STEP(KEY, state, C.ACTION_WAIT)
     assert int(state.history_size) == 1
     for name in ("SCORE", "ATK+"):
-        state, *_ = STEP(KEY, state, C.FIRST_PROGRAM_ACTION + C.PROGRAM_NAMES.index(name))
+        state, *_ = STEP(KEY, state, program(name))
     assert (int(state.core.score), int(state.core.attack_damage)) == (7, 2)
     assert (int(state.core.credits), int(state.core.energy)) == (1, 2)
     state, obs, reward, done, info = STEP(KEY, state, UNDO_ACTION)
