@@ -6,9 +6,9 @@ imported only when chosen, so `env` works without the training code.
 """
 
 import argparse
-import importlib
 import sys
 
+from hackmatrix.launch import load_main
 from hackmatrix.tools.cli import ArgumentParser
 
 COMMANDS = {
@@ -27,8 +27,7 @@ def main(argv=None):
     parser.add_argument("args", nargs=argparse.REMAINDER,
                         help="options of the subcommand (see `benchmark.py COMMAND --help`)")
     parsed = parser.parse_args(argv[:1])
-    module = importlib.import_module(COMMANDS[parsed.command][0])
-    module.main(argv[1:])
+    load_main(COMMANDS[parsed.command][0])(argv[1:])
 
 
 if __name__ == "__main__":

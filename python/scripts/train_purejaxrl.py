@@ -2,7 +2,7 @@
 
 import sys
 
-from hackmatrix.training.cli import main
+from hackmatrix.launch import load_main
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(load_main("hackmatrix.training.cli")())

@@ -4,6 +4,7 @@ Layout of a run directory `{checkpoint_dir}/{run_name}/`:
   checkpoint_{update}.pkl  full training state (see specs/architecture.md), NumPy leaves only
   params_{update}.npz      params only, keys are '/'-joined flax paths
   final_params.npz         params at the end of training
+  set_aside/{why}_{time}/  files a resume or a fresh start moved out of the way (never deleted)
 Every file is written to a temp file in the same directory, fsynced, then renamed, so a kill
 during a save leaves the previous files intact and never a half-written file under a real name.
 """
@@ -14,6 +15,7 @@ import os
 import pickle
 import re
 import tempfile
+from datetime import datetime
 from pathlib import Path
 from typing import Any, Callable
 
@@ -23,9 +25,14 @@ FORMAT_VERSION = 1
 CHECKPOINT_PATTERN = re.compile(r"^checkpoint_(\d+)\.pkl$")
 PARAMS_PATTERN = re.compile(r"^params_(\d+)\.npz$")
 FINAL_PARAMS_NAME = "final_params.npz"
+SET_ASIDE_DIR = "set_aside"
+LOCK_NAME = ".lock"
+# `atomic_write`'s temp files: ".{name}.{random}.tmp".
+TEMP_FILE_PATTERN = re.compile(r"^\..+\.tmp$")
 REQUIRED_KEYS = ("format_version", "config", "network", "params", "opt_state", "rng", "env_state",
                  "env_obs", "episode_return", "episode_length", "update", "timesteps",
-                 "wandb_run_id")
+                 "wandb_run_id", "schedule_timesteps")
+NETWORK_KEYS = ("hidden_dim", "num_layers", "obs_dim", "num_actions")
 
 
 class CheckpointError(Exception):
@@ -164,14 +171,19 @@ def prune_checkpoints(run_dir: Path, keep: int) -> list[Path]:
 
 
 def load_checkpoint(path: Path) -> dict:
+    """A training checkpoint's state dict; CheckpointError (one line) if it is missing, not a
+    checkpoint, or corrupt."""
     path = Path(path)
     if not path.is_file():
         raise CheckpointError(f"checkpoint not found: {path}")
+    if path.suffix == ".npz":
+        raise CheckpointError(f"{path} holds params only (for inference): resuming needs a "
+                              "checkpoint_{update}.pkl or a run directory")
     try:
         with open(path, "rb") as f:
             state = pickle.load(f)
     except Exception as error:  # pickle raises many types on truncated or foreign files
-        raise CheckpointError(f"cannot read checkpoint {path}: {type(error).__name__}: {error}") from None
+        raise CheckpointError(f"cannot read checkpoint {path}: {_one_line(error)}") from None
     if not isinstance(state, dict):
         raise CheckpointError(f"{path} is not a HackMatrix training checkpoint")
     missing = [key for key in REQUIRED_KEYS if key not in state]
@@ -180,12 +192,119 @@ def load_checkpoint(path: Path) -> dict:
     if state["format_version"] != FORMAT_VERSION:
         raise CheckpointError(f"{path} has format version {state['format_version']}, "
                               f"this code reads version {FORMAT_VERSION}")
+    _check_fields(path, state)
     return state
+
+
+def _check_fields(path: Path, state: dict) -> None:
+    """The fields a resume reads before it builds anything: a corrupt value is a CheckpointError
+    here rather than a stray TypeError later."""
+    from hackmatrix.training.config import ConfigError, TrainConfig, validate
+
+    network = state["network"]
+    if not isinstance(network, dict) or not all(
+            isinstance(network.get(key), int) for key in NETWORK_KEYS):
+        raise CheckpointError(f"{path} is corrupt: its network must give {', '.join(NETWORK_KEYS)}")
+    if not isinstance(state["config"], dict):
+        raise CheckpointError(f"{path} is corrupt: its config is not a dict")
+    try:
+        validate(TrainConfig.from_dict(state["config"]))
+    except (ConfigError, TypeError, ValueError) as error:
+        raise CheckpointError(f"{path} is corrupt: its config is invalid ({_one_line(error)})") from None
+    for key in ("update", "timesteps"):
+        if not isinstance(state[key], int) or state[key] < 0:
+            raise CheckpointError(f"{path} is corrupt: {key} is {state[key]!r}")
+
+
+def _one_line(error: BaseException) -> str:
+    text = " ".join(str(error).split())
+    return f"{type(error).__name__}: {text}" if text else type(error).__name__
 
 
 def newest_checkpoint(run_dir: Path) -> Path | None:
     checkpoints = list_checkpoints(run_dir)
     return checkpoints[-1][1] if checkpoints else None
+
+
+def files_after(run_dir: Path, update: int) -> list[Path]:
+    """The checkpoints and params files of `run_dir` from updates after `update`, and
+    final_params.npz: what a run resumed at `update` will write anew."""
+    run_dir = Path(run_dir)
+    later = [path for found, path in list_checkpoints(run_dir) if found > update]
+    later += [entry for entry in run_dir.iterdir()
+              if (match := PARAMS_PATTERN.match(entry.name)) and int(match.group(1)) > update]
+    final = run_dir / FINAL_PARAMS_NAME
+    return sorted(later) + ([final] if final.is_file() else [])
+
+
+def set_aside(run_dir: Path, paths: list[Path], why: str) -> Path:
+    """Moves `paths` into a new folder run_dir/set_aside/{why}_{time}/ and returns it: files a
+    run would otherwise overwrite or mix with its own are kept, out of the way of resume
+    discovery, pruning and the tools (which look only at the run directory itself)."""
+    stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
+    base = Path(run_dir) / SET_ASIDE_DIR / f"{why}_{stamp}"
+    folder, suffix = base, 1
+    while folder.exists():
+        suffix += 1
+        folder = base.with_name(f"{base.name}_{suffix}")
+    folder.mkdir(parents=True)
+    for path in paths:
+        os.replace(path, folder / Path(path).name)
+    _fsync_directory(Path(run_dir))
+    return folder
+
+
+def remove_temp_files(run_dir: Path) -> list[Path]:
+    """Deletes the temp files of writes that a kill interrupted (only the run's own writer may
+    call this: see RunLock). Returns what it deleted."""
+    run_dir = Path(run_dir)
+    stale = [entry for entry in run_dir.iterdir()
+             if TEMP_FILE_PATTERN.match(entry.name) and entry.is_file()] if run_dir.is_dir() else []
+    for entry in stale:
+        entry.unlink(missing_ok=True)
+    return stale
+
+
+class RunLock:
+    """An exclusive lock on a run directory (its `.lock` file), held while a trainer writes it,
+    so that a second trainer started on the same run fails at once instead of interleaving
+    checkpoints and metrics. The OS releases it when the process ends, however it ends."""
+
+    def __init__(self, run_dir: Path):
+        self.path = Path(run_dir) / LOCK_NAME
+        self.file = None
+
+    def acquire(self) -> bool:
+        """True when this process now holds the lock; False when another process does."""
+        try:
+            import fcntl
+        except ImportError:  # no advisory locks on this platform: run unguarded
+            return True
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.file = open(self.path, "a+")
+        try:
+            fcntl.flock(self.file.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            self.file.close()
+            self.file = None
+            return False
+        self.file.seek(0)
+        self.file.truncate()
+        self.file.write(f"{os.getpid()}\n")
+        self.file.flush()
+        return True
+
+    def holder(self) -> str:
+        """The pid written by the process that holds the lock, or "?"."""
+        try:
+            return self.path.read_text().strip() or "?"
+        except OSError:
+            return "?"
+
+    def release(self) -> None:
+        if self.file is not None:
+            self.file.close()
+            self.file = None
 
 
 def find_resume_checkpoint(resume: str | None, checkpoint_dir: Path, run_name: str | None) -> Path:
@@ -220,15 +339,13 @@ def find_resume_checkpoint(resume: str | None, checkpoint_dir: Path, run_name: s
 # ----------------------------------------------------------------------------- policy loading
 
 def load_policy_params(path) -> tuple[dict, dict]:
-    """(params, network_config) from a checkpoint .pkl, a params .npz or a run directory.
+    """(params, network_config) from a checkpoint .pkl, a params .npz or a run directory
+    (`resolve_policy_file`).
 
     `params` is the flax variables dict for `ActorCritic.apply`; `network_config` has hidden_dim,
-    num_layers, obs_dim and num_actions. A run directory yields final_params.npz if present, else
-    its newest checkpoint or params file.
+    num_layers, obs_dim and num_actions.
     """
-    path = Path(path)
-    if path.is_dir():
-        path = _newest_policy_file(path)
+    path = resolve_policy_file(path)
     if path.suffix == ".pkl":
         state = load_checkpoint(path)
         return state["params"], dict(state["network"])
@@ -236,24 +353,42 @@ def load_policy_params(path) -> tuple[dict, dict]:
         if not path.is_file():
             raise CheckpointError(f"params file not found: {path}")
         try:
-            with np.load(path) as data:
+            # No pickled objects: a params file holds plain arrays only.
+            with np.load(path, allow_pickle=False) as data:
                 params = unflatten_params({key: data[key] for key in data.files})
         except Exception as error:
-            raise CheckpointError(f"cannot read params {path}: {type(error).__name__}: {error}") from None
-        return params, infer_network_config(params)
+            if isinstance(error, ValueError) and "pickle" in str(error):
+                raise CheckpointError(f"{path} is not a params file: it holds pickled objects, "
+                                      "not arrays") from None
+            raise CheckpointError(f"cannot read params {path}: {_one_line(error)}") from None
+        try:
+            return params, infer_network_config(params)
+        except CheckpointError as error:
+            raise CheckpointError(f"{path}: {error}") from None
     raise CheckpointError(f"expected a .pkl checkpoint, a .npz params file or a run directory: {path}")
 
 
+def resolve_policy_file(path) -> Path:
+    """The file `load_policy_params(path)` reads: `path` itself, or for a run directory its
+    final_params.npz if nothing was saved after it, else its newest checkpoint or params file
+    by update (the full checkpoint at equal update)."""
+    path = Path(path)
+    return _newest_policy_file(path) if path.is_dir() else path
+
+
 def _newest_policy_file(run_dir: Path) -> Path:
-    final = run_dir / FINAL_PARAMS_NAME
-    if final.is_file():
-        return final
     candidates = list_checkpoints(run_dir)
     for entry in run_dir.iterdir():
         match = PARAMS_PATTERN.match(entry.name)
         if match:
             candidates.append((int(match.group(1)), entry))
-    if not candidates:
+    newest = max(candidates, key=lambda c: (c[0], c[1].suffix == ".pkl"))[1] if candidates else None
+    final = run_dir / FINAL_PARAMS_NAME
+    # final_params.npz is written right after the run's last checkpoint. A resumed run moves it
+    # aside (files_after), but directories from before that rule may hold a stale one beside
+    # the newer checkpoints of a resumed, interrupted run: those win then.
+    if final.is_file() and (newest is None or final.stat().st_mtime >= newest.stat().st_mtime):
+        return final
+    if newest is None:
         raise CheckpointError(f"no final_params.npz, checkpoint_*.pkl or params_*.npz in {run_dir}")
-    # Newest update wins; at equal update the full checkpoint is preferred.
-    return max(candidates, key=lambda c: (c[0], c[1].suffix == ".pkl"))[1]
+    return newest

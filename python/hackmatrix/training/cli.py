@@ -7,7 +7,9 @@ Exit codes: 0 done; 2 any other failure (one line); 3 bad arguments; 6 checkpoin
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
+import math
 import os
 import signal
 import subprocess
@@ -89,35 +91,41 @@ def build_parser() -> argparse.ArgumentParser:
 
     net = parser.add_argument_group("network")
     net.add_argument("--hidden-dim", type=int, help="units per hidden layer (default 256)")
-    net.add_argument("--num-layers", type=int, help="hidden layers per actor/critic MLP (default 2)")
+    net.add_argument("--num-layers", type=int,
+                     help="hidden layers of the torso shared by the policy and value heads "
+                          "(default 2)")
     net.add_argument("--seed", type=int, help="random seed (default 0)")
 
     checkpoints = parser.add_argument_group("checkpoints")
     checkpoints.add_argument("--checkpoint-dir", default="checkpoints",
                              help="parent of run directories (default: checkpoints)")
     checkpoints.add_argument("--run-name", help="run directory name (default: ppo_<timestamp>)")
-    checkpoints.add_argument("--save-interval-minutes", type=float, default=10.0,
+    checkpoints.add_argument("--save-interval-minutes", type=float,
                              help="save a checkpoint every this many minutes (default 10)")
     checkpoints.add_argument("--save-interval", type=int, metavar="N",
                              help="save every N updates instead of on the timer")
-    checkpoints.add_argument("--keep-checkpoints", type=int, default=5, metavar="K",
+    checkpoints.add_argument("--keep-checkpoints", type=int, metavar="K",
                              help="keep the newest K checkpoints (default 5; 0 keeps all)")
     checkpoints.add_argument("--resume", nargs="?", const="", metavar="PATH",
                              help="continue a run from a checkpoint .pkl or run directory; "
                                   "without PATH: the newest checkpoint of --run-name, else of the "
-                                  "newest run in --checkpoint-dir")
+                                  "newest run in --checkpoint-dir. The run keeps its config and "
+                                  "the options of its checkpoint and wandb groups; flags given "
+                                  "now override them (not --hidden-dim/--num-layers/--seed). A "
+                                  "new --total-timesteps re-aims the annealed learning rate")
     checkpoints.add_argument("--keep-optimizer", action="store_true",
-                             help="on resume with a different --num-envs, keep the Adam state "
-                                  "instead of resetting it")
+                             help="on resume with a different batch (--num-envs or --num-steps), "
+                                  "keep the Adam state instead of resetting it")
 
     wandb = parser.add_argument_group("Weights & Biases")
-    wandb.add_argument("--wandb", action=argparse.BooleanOptionalAction, default=True,
+    wandb.add_argument("--wandb", action=argparse.BooleanOptionalAction,
                        help="log to wandb (default on: online with credentials, else offline)")
-    wandb.add_argument("--wandb-project", default="hackmatrix", help="project (default hackmatrix)")
+    wandb.add_argument("--wandb-project", help="project (default hackmatrix)")
     wandb.add_argument("--wandb-entity", help="entity (team or user; default: your default)")
     wandb.add_argument("--wandb-mode", choices=MODES,
-                       help="force a mode (default: online with credentials, else offline)")
-    wandb.add_argument("--no-artifact", action="store_true",
+                       help="force a mode (default: WANDB_MODE if set, else online when you "
+                            "have credentials and the server answers within 2 s, else offline)")
+    wandb.add_argument("--no-artifact", action="store_true", default=None,
                        help="do not upload checkpoints as wandb artifacts")
 
     output = parser.add_argument_group("output")
@@ -130,13 +138,20 @@ def build_parser() -> argparse.ArgumentParser:
 
 # ----------------------------------------------------------------------------- helpers
 
-def enable_compilation_cache() -> str:
-    """The persistent compilation cache, so a restart loads compiled code instead of compiling."""
+def enable_compilation_cache() -> str | None:
+    """The persistent compilation cache, so a restart loads compiled code instead of compiling.
+    Returns its directory, or None (with a warning) when that cannot be a directory."""
     import jax
     directory = os.environ.get("JAX_COMPILATION_CACHE_DIR")
     if not directory:
         cache_home = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
         directory = str(Path(cache_home) / "hackmatrix" / "jax_compilation_cache")
+    try:
+        Path(directory).mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        print(f"[config] warning: no compilation cache: cannot use {directory} "
+              f"({error.strerror or error}); every start compiles from scratch")
+        return None
     jax.config.update("jax_compilation_cache_dir", directory)
     if "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS" not in os.environ:
         jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
@@ -162,17 +177,22 @@ def _explicit_values(args) -> dict:
     return {name: getattr(args, name) for name in CONFIG_FIELDS if getattr(args, name) is not None}
 
 
-def _fresh_config(args, backend: str, available_devices: int) -> tuple[TrainConfig, dict]:
+def _fresh_config(args, backend: str, available_devices: int) -> tuple[TrainConfig, dict, set]:
+    """(config, auto-scaled changes, the config fields the user set)."""
     explicit = _explicit_values(args)
     config, scaled = auto_scale_for_batch_size(
         TrainConfig(**{**device_defaults(backend), **explicit}), frozenset(explicit))
     if "num_devices" not in explicit and backend != "cpu":
         config = devices.most_devices_that_fit(config, available_devices)
-    return config, scaled
+    return config, scaled, set(explicit)
 
 
-def _resumed_config(args, saved: dict, available_devices: int, say) -> tuple[TrainConfig, dict]:
+def _resumed_config(args, saved: dict, available_devices: int,
+                    say) -> tuple[TrainConfig, dict, set]:
+    """(config, auto-scaled changes, the config fields the user set in any session)."""
     explicit = _explicit_values(args)
+    # The fields set in earlier sessions (none recorded in checkpoints older than this rule).
+    set_before = set(saved.get("explicit_config", ()))
     saved_config = TrainConfig.from_dict(saved["config"])
     for name in ARCHITECTURE_FIELDS:
         if name in explicit and explicit[name] != getattr(saved_config, name):
@@ -180,13 +200,14 @@ def _resumed_config(args, saved: dict, available_devices: int, say) -> tuple[Tra
                 f"architecture mismatch: --{name.replace('_', '-')} {explicit[name]} but the "
                 f"checkpoint has {getattr(saved_config, name)}")
     config, scaled = dataclasses.replace(saved_config, **explicit), {}
+    user_set = set_before | set(explicit)
     if config.batch_size != saved_config.batch_size:
-        # A new batch size: re-derive minibatching from the defaults unless given now.
+        # A new batch size: re-derive the minibatching the user left to auto-scaling.
         defaults = TrainConfig()
         config = dataclasses.replace(config, **{
-            name: explicit.get(name, getattr(defaults, name))
-            for name in ("num_minibatches", "update_epochs")})
-        config, scaled = auto_scale_for_batch_size(config, frozenset(explicit))
+            name: getattr(defaults, name) for name in ("num_minibatches", "update_epochs")
+            if name not in user_set})
+        config, scaled = auto_scale_for_batch_size(config, frozenset(user_set))
     if "num_devices" not in explicit and (
             config.num_devices > available_devices
             or device_split_error(config, config.num_devices) is not None):
@@ -195,7 +216,7 @@ def _resumed_config(args, saved: dict, available_devices: int, say) -> tuple[Tra
         say(f"[resume] warning: num_devices {saved_config.num_devices} -> {config.num_devices}: "
             "the run continues, but not bit-identically to one that kept "
             f"{saved_config.num_devices}")
-    return config, scaled
+    return config, scaled, user_set
 
 
 def _network_config(config: TrainConfig, obs_dim: int, num_actions: int) -> dict:
@@ -219,6 +240,9 @@ def _restore_runner(fresh, saved: dict, config: TrainConfig, keep_optimizer: boo
     import jax
     import jax.numpy as jnp
     saved_num_envs = int(saved["config"]["num_envs"])
+    batch_changes = [f"{name} {saved['config'][name]} -> {getattr(config, name)}"
+                     for name in ("num_envs", "num_steps")
+                     if int(saved["config"][name]) != getattr(config, name)]
     try:
         params = _restore_leaves(fresh.train.params, jax.tree.leaves(saved["params"]), "params")
     except ckpt.CheckpointError:
@@ -227,13 +251,17 @@ def _restore_runner(fresh, saved: dict, config: TrainConfig, keep_optimizer: boo
             f"hidden_dim={config.hidden_dim} num_layers={config.num_layers}") from None
     if jax.tree.structure(saved["params"]) != jax.tree.structure(fresh.train.params):
         raise ckpt.CheckpointError(f"architecture mismatch: checkpoint network {saved['network']}")
-    if saved_num_envs == config.num_envs or keep_optimizer:
+    consequences = []
+    if not batch_changes or keep_optimizer:
         opt_state = _restore_leaves(fresh.train.opt_state, saved["opt_state"], "optimizer state")
     else:
         opt_state = fresh.train.opt_state
-        say(f"[resume] warning: num_envs {saved_num_envs} -> {config.num_envs}: optimizer state "
-            "reset, because Adam's moment estimates are calibrated to the old batch size "
-            "(--keep-optimizer keeps them)")
+        consequences.append("optimizer state reset, because Adam's moment estimates are "
+                            "calibrated to the old batch size (--keep-optimizer keeps them)")
+    if saved_num_envs != config.num_envs:
+        consequences.append("every env starts a new game (the saved ones do not fit)")
+    if consequences:
+        say(f"[resume] warning: {', '.join(batch_changes)}: {'; '.join(consequences)}")
     train = fresh.train._replace(params=params, opt_state=opt_state,
                                  schedule_timesteps=jnp.float32(saved["schedule_timesteps"]))
     if saved_num_envs == config.num_envs:
@@ -336,7 +364,8 @@ def _build_runner_and_chunk(trainer, schedule, key, saved, config, keep_optimize
     return jax.device_put(_without_weak_types(runner), trainer.runner_sharding), run_chunk
 
 
-def _checkpoint_state(runner, *, config, network, run_name, update, timesteps, wandb_run_id) -> dict:
+def _checkpoint_state(runner, *, config, network, run_name, update, timesteps, wandb_run_id,
+                      options, explicit_config) -> dict:
     import jax
     host = jax.device_get(runner)
     return {
@@ -355,17 +384,24 @@ def _checkpoint_state(runner, *, config, network, run_name, update, timesteps, w
         "update": int(update),
         "timesteps": int(timesteps),
         "wandb_run_id": wandb_run_id,
+        "run_options": dict(options),
+        "explicit_config": sorted(explicit_config),
         "saved_at": datetime.now().isoformat(timespec="seconds"),
     }
 
 
-class _StopRequest:
-    """SIGINT/SIGTERM set a flag; the loop saves at the next chunk boundary and exits 7.
-    A second signal interrupts at once (the previous checkpoint stays intact)."""
+class _Signals:
+    """SIGINT and SIGTERM, from set-up to exit.
 
-    def __init__(self, say):
+    During set-up (before the first update) a signal interrupts at once: nothing exists yet that
+    a checkpoint would add to, and the compiles wait it out (`_wait_through_interrupts`). Once
+    training runs (`start_training`), the first signal asks for a checkpoint at the next chunk
+    boundary and an exit 7; a second one ends the process at once, without saving, the earlier
+    checkpoints being intact (every file is replaced atomically)."""
+
+    def __init__(self):
         self.signal_name = None
-        self.say = say
+        self.say = None
         self.previous = {}
 
     def __enter__(self):
@@ -373,12 +409,22 @@ class _StopRequest:
             self.previous[signum] = signal.signal(signum, self._handle)
         return self
 
+    def start_training(self, say) -> None:
+        self.say = say
+
     def _handle(self, signum, frame):
-        if self.signal_name is not None:
+        name = signal.Signals(signum).name
+        if self.say is None:
+            self.signal_name = name
             raise KeyboardInterrupt
-        self.signal_name = signal.Signals(signum).name
-        self.say(f"[signal] {self.signal_name}: saving a checkpoint after the current chunk, "
-                 "then exiting (signal again to abort without saving)")
+        if self.signal_name is not None:
+            print(f"[signal] {name} again: exiting now without saving; the checkpoints saved "
+                  "before are intact", file=sys.stderr, flush=True)
+            sys.stdout.flush()
+            os._exit(EXIT_FAILURE)
+        self.signal_name = name
+        self.say(f"[signal] {name}: saving a checkpoint after the current chunk, then exiting "
+                 "(signal again to exit at once without saving)")
 
     def __exit__(self, *exc):
         for signum, handler in self.previous.items():
@@ -396,8 +442,10 @@ def main(argv=None) -> int:
         return EXIT_BAD_ARGS
     except SystemExit as exit_request:  # --help
         return int(exit_request.code or 0)
+    signals = _Signals()
     try:
-        return _train(args)
+        with signals, contextlib.ExitStack() as cleanup:
+            return _train(args, signals, cleanup)
     except (UsageError, ConfigError) as error:
         print(f"error: bad arguments: {error}", file=sys.stderr)
         return EXIT_BAD_ARGS
@@ -405,48 +453,143 @@ def main(argv=None) -> int:
         print(f"error: checkpoint: {error}", file=sys.stderr)
         return EXIT_CHECKPOINT
     except KeyboardInterrupt:
-        print("error: interrupted outside a chunk boundary; nothing saved (earlier checkpoints "
-              "are intact)", file=sys.stderr)
-        return EXIT_FAILURE
+        print(f"[exit] interrupted by {signals.signal_name or 'SIGINT'} during set-up, before "
+              "the first update: nothing to save (earlier checkpoints are intact)", file=sys.stderr)
+        return EXIT_INTERRUPTED
     except Exception as error:
         if args.verbose:
             traceback.print_exc()
         message = str(error).splitlines()[0] if str(error) else ""
-        print(f"error: {type(error).__name__}: {message}", file=sys.stderr)
+        hint = "" if args.verbose else " (--verbose shows the traceback)"
+        print(f"error: {type(error).__name__}: {message or 'no message'}{hint}", file=sys.stderr)
         return EXIT_FAILURE
 
 
-def _train(args) -> int:
+# Options of a run that are not part of its TrainConfig (they change no result): a resume keeps
+# them from the checkpoint unless given again.
+RUN_OPTION_DEFAULTS = {"save_interval_minutes": 10.0, "save_interval": None, "keep_checkpoints": 5,
+                       "wandb": True, "wandb_mode": None, "wandb_project": "hackmatrix",
+                       "wandb_entity": None, "no_artifact": False}
+
+
+def run_options(args, saved: dict | None) -> dict:
+    """The run's options: given now, else the checkpoint's, else the defaults; validated."""
+    given = {name: getattr(args, name) for name in RUN_OPTION_DEFAULTS
+             if getattr(args, name) is not None}
+    if "save_interval_minutes" in given and "save_interval" not in given:
+        given["save_interval"] = None  # a timer asked for now replaces a saved update interval
+    options = {**RUN_OPTION_DEFAULTS, **(saved or {}).get("run_options", {}), **given}
+    minutes = options["save_interval_minutes"]
+    if not (minutes >= 0 and math.isfinite(minutes)):
+        raise UsageError(f"--save-interval-minutes must be a finite number >= 0, got {minutes}")
+    if options["keep_checkpoints"] < 0:
+        raise UsageError(f"--keep-checkpoints must be >= 0, got {options['keep_checkpoints']}")
+    if options["save_interval"] is not None and options["save_interval"] < 1:
+        raise UsageError(f"--save-interval must be >= 1, got {options['save_interval']}")
+    return options
+
+
+def _check_resume_flags(args, saved: dict, run_dir: Path, say) -> None:
+    if args.run_name and args.run_name not in (saved.get("run_name"), run_dir.name):
+        raise UsageError(f"--run-name {args.run_name} but the checkpoint belongs to run "
+                         f"'{saved.get('run_name') or run_dir.name}' ({run_dir}): a resumed run "
+                         "keeps its name and directory")
+    if args.seed is not None and args.seed != saved["config"].get("seed"):
+        say(f"[resume] warning: --seed {args.seed} ignored: the run continues from its "
+            f"checkpoint's random state (seed {saved['config'].get('seed')})")
+    args.seed = None  # so that the config keeps the checkpoint's seed
+
+
+def _schedule_note(saved_config: dict, config: TrainConfig, schedule_timesteps: float) -> str | None:
+    """A warning when a resume re-aims the annealed learning rate at a new total."""
+    old_total = int(saved_config.get("total_timesteps", config.total_timesteps))
+    if not config.anneal_lr or old_total == config.total_timesteps:
+        return None
+    def rate(total):
+        return config.lr * min(max(1.0 - schedule_timesteps / total, 0.0), 1.0)
+    return (f"[resume] total_timesteps {old_total} -> {config.total_timesteps}: the learning rate "
+            f"now anneals to 0 at {config.total_timesteps} steps, so at this update it is "
+            f"{rate(config.total_timesteps):.3g} (it was {rate(old_total):.3g})")
+
+
+def _prepare_run_dir(run_dir: Path, saved: dict | None, start_update: int,
+                     metrics_file: M.MetricsFile, say) -> None:
+    """Clears the way for this session's writes without deleting anything it did not write:
+    the temp files of a killed save are removed; a resume moves what was saved after its update
+    (an abandoned branch, or a stale final_params.npz) and the metrics lines logged after it
+    into run_dir/set_aside/; a fresh run moves aside the metrics and summary of an earlier run
+    that died before its first checkpoint."""
+    ckpt.remove_temp_files(run_dir)
+    if saved is not None:
+        later = ckpt.files_after(run_dir, start_update)
+        final = run_dir / ckpt.FINAL_PARAMS_NAME
+        if later == [final] and _same_params(final, ckpt.params_path(run_dir, start_update)):
+            final.unlink()  # the finished run's final params, also saved as params_{update}.npz
+            later = []
+        removed_lines = metrics_file.remove_records_after(start_update)
+        if later or removed_lines:
+            folder = ckpt.set_aside(run_dir, later, f"after_update_{start_update}")
+            if removed_lines:
+                ckpt.atomic_write(folder / M.METRICS_FILE, lambda f: f.write(
+                    "".join(line + "\n" for line in removed_lines).encode()))
+            if later:
+                say(f"[resume] the run had saved past update {start_update}: moved "
+                    f"{', '.join(p.name for p in later)} to {folder}")
+        return
+    leftovers = [run_dir / name for name in (M.METRICS_FILE, M.SUMMARY_FILE)
+                 if (run_dir / name).is_file()]
+    if leftovers:
+        folder = ckpt.set_aside(run_dir, leftovers, "earlier_run")
+        say(f"[run] warning: {run_dir} held the metrics of an earlier run that saved no "
+            f"checkpoint: moved them to {folder}")
+
+
+def _same_params(first: Path, second: Path) -> bool:
+    if not second.is_file():
+        return False
+    try:
+        with np.load(first) as a, np.load(second) as b:
+            return set(a.files) == set(b.files) and all(
+                np.array_equal(a[key], b[key]) for key in a.files)
+    except Exception:  # an unreadable file is not a copy of anything
+        return False
+
+
+def _check_run_name(name: str | None) -> None:
+    if name is not None and (not name or name in (".", "..") or "/" in name or os.sep in name):
+        raise UsageError(f"--run-name {name!r} must be a plain directory name (no path "
+                         "separators, not '.' or '..'): runs live in --checkpoint-dir")
+
+
+def _train(args, signals: _Signals, cleanup: contextlib.ExitStack) -> int:
     session_start = time.perf_counter()
-    for name, minimum in (("save_interval_minutes", 0.0), ("keep_checkpoints", 0)):
-        if getattr(args, name) < minimum:
-            raise UsageError(f"--{name.replace('_', '-')} must be >= {minimum}")
-    if args.save_interval is not None and args.save_interval < 1:
-        raise UsageError("--save-interval must be >= 1")
+    say = print
+    _check_run_name(args.run_name)
+    saved = resume_path = None
+    if args.resume is not None:
+        resume_path = ckpt.find_resume_checkpoint(args.resume or None, Path(args.checkpoint_dir),
+                                                  args.run_name)
+        saved = ckpt.load_checkpoint(resume_path)
+    options = run_options(args, saved)
     cache_dir = enable_compilation_cache()
     import jax
     import jax.numpy as jnp
 
     from hackmatrix.training.ppo import make_schedule, make_trainer
 
-    say = print
-    saved = resume_path = None
-    if args.resume is not None:
-        resume_path = ckpt.find_resume_checkpoint(args.resume or None, Path(args.checkpoint_dir),
-                                                  args.run_name)
-        saved = ckpt.load_checkpoint(resume_path)
     # Before JAX starts its backends, which fixes how many devices the CPU shows.
     devices.request_cpu_devices(args.num_devices or int(
         (saved or {}).get("config", {}).get("num_devices", 1)))
     backend = jax.default_backend()
     available_devices = jax.local_device_count()
     if saved is not None:
-        config, scaled = _resumed_config(args, saved, available_devices, say)
-        run_name = saved.get("run_name") or resume_path.parent.name
         run_dir = resume_path.parent
+        _check_resume_flags(args, saved, run_dir, say)
+        config, scaled, explicit_config = _resumed_config(args, saved, available_devices, say)
+        run_name = saved.get("run_name") or run_dir.name
         start_update, start_timesteps = int(saved["update"]), int(saved["timesteps"])
     else:
-        config, scaled = _fresh_config(args, backend, available_devices)
+        config, scaled, explicit_config = _fresh_config(args, backend, available_devices)
         run_name = args.run_name or datetime.now().strftime("ppo_%Y%m%d-%H%M%S")
         run_dir = Path(args.checkpoint_dir) / run_name
         if ckpt.list_checkpoints(run_dir):
@@ -458,6 +601,12 @@ def _train(args) -> int:
         raise ConfigError(error)
     remaining_steps = config.total_timesteps - start_timesteps
     num_updates = start_update + max(0, remaining_steps // config.batch_size)
+    if num_updates == start_update:
+        say(f"[done] run {run_name} is at update {start_update} ({start_timesteps} timesteps): "
+            f"--total-timesteps {config.total_timesteps} leaves no update of {config.batch_size} "
+            "steps to run; nothing to do (raise --total-timesteps to continue)")
+        return EXIT_OK
+    end_timesteps = start_timesteps + (num_updates - start_update) * config.batch_size
     scaled_text = ("yes (" + ", ".join(f"{k} {a}->{b}" for k, (a, b) in scaled.items()) + ")"
                    if scaled else "no")
     say(f"[config] run={run_name} device={backend}{xla_options.cpu_compile_label(backend)} "
@@ -469,6 +618,12 @@ def _train(args) -> int:
     say(f"[config] updates={start_update}->{num_updates} total_timesteps={config.total_timesteps} "
         f"lr={config.lr} anneal_lr={config.anneal_lr} hidden_dim={config.hidden_dim} "
         f"num_layers={config.num_layers} seed={config.seed} run_dir={run_dir}")
+    if end_timesteps != config.total_timesteps:
+        say(f"[config] note: the run stops at update {num_updates}, {end_timesteps} timesteps: "
+            f"whole updates of {config.batch_size} steps only")
+    if saved is not None and (note := _schedule_note(saved["config"], config,
+                                                     float(saved["schedule_timesteps"]))):
+        say(note)
     if args.verbose:
         say(f"[config] devices={jax.devices()} compilation_cache={cache_dir} "
             f"updates_per_chunk={config.updates_per_chunk}")
@@ -480,6 +635,18 @@ def _train(args) -> int:
             != (obs_dim, num_actions):
         raise ckpt.CheckpointError(f"architecture mismatch: checkpoint network {saved['network']} "
                                    f"but the env has obs_dim={obs_dim} num_actions={num_actions}")
+    lock = ckpt.RunLock(run_dir)
+    try:
+        acquired = lock.acquire()
+    except OSError as error:  # e.g. --checkpoint-dir is a file, or not writable
+        raise UsageError(f"cannot write the run directory {run_dir}: "
+                         f"{error.strerror or error}") from None
+    if not acquired:
+        raise UsageError(f"another trainer (pid {lock.holder()}) is writing {run_dir}; wait for "
+                         "it to end, or choose another --run-name")
+    cleanup.callback(lock.release)
+    metrics_file = M.MetricsFile(run_dir)
+    _prepare_run_dir(run_dir, saved, start_update, metrics_file, say)
     trainer = make_trainer(config, env, env_params)
 
     compile_start = time.perf_counter()
@@ -493,25 +660,29 @@ def _train(args) -> int:
     wandb_config = {**config.to_dict(), "run_name": run_name, "network": network,
                     "git_commit": git_commit(), "batch_size": config.batch_size,
                     "minibatch_size": config.minibatch_size}
-    sink = WandbSink(mode=resolve_mode(args.wandb, args.wandb_mode), project=args.wandb_project,
-                     entity=args.wandb_entity, run_name=run_name, run_id=wandb_run_id,
-                     config=wandb_config, directory=run_dir, resuming=saved is not None,
-                     upload_artifacts=not args.no_artifact,
-                     online_requested=args.wandb_mode == "online", warn=say)
-    run_dir.mkdir(parents=True, exist_ok=True)
-    metrics_file = M.MetricsFile(run_dir, start_update if saved is not None else None)
+    sink = WandbSink(mode=resolve_mode(options["wandb"], options["wandb_mode"]),
+                     project=options["wandb_project"], entity=options["wandb_entity"],
+                     run_name=run_name, run_id=wandb_run_id, config=wandb_config,
+                     directory=run_dir, resuming=saved is not None,
+                     upload_artifacts=not options["no_artifact"],
+                     online_requested=options["wandb_mode"] == "online", warn=say)
 
     update, timesteps = start_update, start_timesteps
     saved_paths: list[Path] = []
-    last_checkpoint = resume_path
+    last_checkpoint, last_saved_update = resume_path, (start_update if saved else None)
 
     def save_checkpoint(reason: str) -> Path:
+        nonlocal last_checkpoint, last_saved_update
+        if update == last_saved_update:
+            return last_checkpoint  # e.g. a signal right after an interval save
         state = _checkpoint_state(runner, config=config, network=network, run_name=run_name,
-                                  update=update, timesteps=timesteps, wandb_run_id=wandb_run_id)
+                                  update=update, timesteps=timesteps, wandb_run_id=wandb_run_id,
+                                  options=options, explicit_config=explicit_config)
         path = ckpt.save_checkpoint(run_dir, state)
-        saved_paths[:] = ckpt.prune_checkpoints(run_dir, args.keep_checkpoints)
+        saved_paths[:] = ckpt.prune_checkpoints(run_dir, options["keep_checkpoints"])
         sink.log_checkpoint([path, ckpt.params_path(run_dir, update)], update)
         console.print(f"[checkpoint] update={update} saved {path} ({reason})")
+        last_checkpoint, last_saved_update = path, update
         return path
 
     def summary(status: str) -> dict:
@@ -532,78 +703,86 @@ def _train(args) -> int:
                       "dir": sink.run_directory},
         }
 
+    def log_window() -> None:
+        nonlocal last_record, window_seconds
+        record = {"update": update, "timesteps": timesteps,
+                  "train/sps": window.updates * config.batch_size / window_seconds,
+                  **window.summarize()}
+        seconds_per_update = train_seconds / (update - start_update)
+        console.print(M.format_line(record, num_updates,
+                                    (num_updates - update) * seconds_per_update))
+        for warning in M.health_warnings(record):
+            console.print(warning)
+        metrics_file.write(record)
+        sink.log(record)
+        last_record = record
+        window.reset()
+        window_seconds = 0.0
+
     console = M.Console(num_updates, start_update)
     window = M.MetricsWindow(config.batch_size)
     last_record: dict = {}
     train_seconds = window_seconds = 0.0
     last_save_time = time.monotonic()
-    save_every_seconds = None if args.save_interval else args.save_interval_minutes * 60
+    save_interval = options["save_interval"]
+    save_every_seconds = None if save_interval else options["save_interval_minutes"] * 60
     exit_code = EXIT_OK
+    signals.start_training(console.print)
     try:
-        with _StopRequest(console.print) as stop:
-            while update < num_updates and stop.signal_name is None:
-                next_log = (update // config.log_interval + 1) * config.log_interval
-                boundaries = [num_updates, next_log, update + config.updates_per_chunk]
-                if args.save_interval:
-                    boundaries.append((update // args.save_interval + 1) * args.save_interval)
-                num_active = min(boundaries) - update
+        while update < num_updates and signals.signal_name is None:
+            next_log = (update // config.log_interval + 1) * config.log_interval
+            boundaries = [num_updates, next_log, update + config.updates_per_chunk]
+            if save_interval:
+                boundaries.append((update // save_interval + 1) * save_interval)
+            num_active = min(boundaries) - update
 
-                chunk_start = time.perf_counter()
-                new_runner, chunk_metrics = run_chunk(runner, jnp.int32(num_active), schedule)
-                chunk_metrics = jax.device_get(chunk_metrics)
-                elapsed = time.perf_counter() - chunk_start
-                if not M.losses_are_finite(chunk_metrics, num_active):
-                    raise NonFiniteLoss(f"non-finite loss within updates {update + 1}-"
-                                        f"{update + num_active}")
-                runner = new_runner
-                update += num_active
-                timesteps += num_active * config.batch_size
-                train_seconds += elapsed
-                window_seconds += elapsed
-                window.add(chunk_metrics, num_active)
-                console.advance(num_active)
+            chunk_start = time.perf_counter()
+            new_runner, chunk_metrics = run_chunk(runner, jnp.int32(num_active), schedule)
+            chunk_metrics = jax.device_get(chunk_metrics)
+            elapsed = time.perf_counter() - chunk_start
+            if not M.losses_are_finite(chunk_metrics, num_active):
+                raise NonFiniteLoss(f"non-finite loss within updates {update + 1}-"
+                                    f"{update + num_active}")
+            runner = new_runner
+            update += num_active
+            timesteps += num_active * config.batch_size
+            train_seconds += elapsed
+            window_seconds += elapsed
+            window.add(chunk_metrics, num_active)
+            console.advance(num_active)
 
-                if update % config.log_interval == 0 or update == num_updates:
-                    record = {"update": update, "timesteps": timesteps,
-                              "train/sps": window.updates * config.batch_size / window_seconds,
-                              **window.summarize()}
-                    seconds_per_update = train_seconds / (update - start_update)
-                    console.print(M.format_line(record, num_updates,
-                                                (num_updates - update) * seconds_per_update))
-                    for warning in M.health_warnings(record):
-                        console.print(warning)
-                    metrics_file.write(record)
-                    sink.log(record, step=update)
-                    last_record = record
-                    window.reset()
-                    window_seconds = 0.0
-
-                due_by_updates = args.save_interval and update % args.save_interval == 0
-                due_by_timer = (save_every_seconds is not None
-                                and time.monotonic() - last_save_time >= save_every_seconds)
-                if (due_by_updates or due_by_timer) and update < num_updates:
-                    last_checkpoint = save_checkpoint("interval")
+            if update % config.log_interval == 0 or update == num_updates:
+                log_window()
+            if update < num_updates:
+                if save_interval and update % save_interval == 0:
+                    save_checkpoint(f"every {save_interval} updates")
+                    last_save_time = time.monotonic()
+                elif (save_every_seconds is not None
+                      and time.monotonic() - last_save_time >= save_every_seconds):
+                    save_checkpoint(f"every {options['save_interval_minutes']:g} minutes")
                     last_save_time = time.monotonic()
 
-            if stop.signal_name is not None:
-                last_checkpoint = save_checkpoint(stop.signal_name)
-                M.write_summary(run_dir, summary("interrupted"))
-                console.print(f"[exit] interrupted by {stop.signal_name}; resume with --resume "
-                              f"{run_dir}")
-                exit_code = EXIT_INTERRUPTED
-                return exit_code
-            last_checkpoint = save_checkpoint("final")
-            ckpt.save_params(run_dir / ckpt.FINAL_PARAMS_NAME,
-                             jax.device_get(runner.train.params))
-            final = summary("completed")
-            M.write_summary(run_dir, final)
-            console.print(f"[done] update={update} timesteps={timesteps} "
-                          f"sps={final['sps'] or 0:.0f} compile={compile_seconds:.1f}s "
-                          f"wall={M.format_duration(final['wall_time_seconds'])} "
-                          f"summary={run_dir / M.SUMMARY_FILE}")
-            return EXIT_OK
+        if signals.signal_name is not None:
+            if window.updates:
+                log_window()  # the episodes of a part-finished log window
+            save_checkpoint(signals.signal_name)
+            M.write_summary(run_dir, summary("interrupted"))
+            console.print(f"[exit] interrupted by {signals.signal_name}; resume with --resume "
+                          f"{run_dir}")
+            exit_code = EXIT_INTERRUPTED
+            return exit_code
+        save_checkpoint("final")
+        ckpt.save_params(run_dir / ckpt.FINAL_PARAMS_NAME, jax.device_get(runner.train.params))
+        final = summary("completed")
+        M.write_summary(run_dir, final)
+        console.print(f"[done] update={update} timesteps={timesteps} "
+                      f"sps={final['sps'] or 0:.0f} compile={compile_seconds:.1f}s "
+                      f"wall={M.format_duration(final['wall_time_seconds'])} "
+                      f"summary={run_dir / M.SUMMARY_FILE}")
+        return EXIT_OK
     except NonFiniteLoss as error:
         kept = f"last good checkpoint: {last_checkpoint}" if last_checkpoint else "no checkpoint saved yet"
+        M.write_summary(run_dir, {**summary("failed"), "error": str(error)})
         print(f"error: {error}; stopped without saving ({kept})", file=sys.stderr)
         exit_code = EXIT_FAILURE
         return exit_code

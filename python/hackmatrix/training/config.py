@@ -11,6 +11,7 @@ REFERENCE_BATCH_SIZE = 256 * 128
 TARGET_MINIBATCH_SIZE = 8192
 TARGET_GRADIENT_STEPS = 32
 MAX_UPDATES_PER_CHUNK = 10
+MAX_SEED = 2**32 - 1
 
 
 class ConfigError(ValueError):
@@ -91,10 +92,13 @@ def auto_scale_for_batch_size(config: TrainConfig,
                               explicit: frozenset[str] = frozenset()) -> tuple[TrainConfig, dict]:
     """Scales num_minibatches and update_epochs for batches above the 32,768 reference.
 
-    num_minibatches: the divisor of the batch size closest (in log scale) to
-        batch_size / 8192, never below the configured value, so minibatches stay ~8,192 samples.
+    num_minibatches: among the counts that split each device's share of the batch evenly, never
+        below the configured value, and whose minibatches hold 4,096-16,384 samples, the one
+        closest (in log scale) to batch_size / 8192, so minibatches stay ~8,192 samples; if there
+        is none (an awkward batch size such as a prime), the configured value is kept.
     update_epochs: max(1, min(configured, round(32 / num_minibatches))), so gradient steps per
-        update stay ~32 without ever adding epochs.
+        update stay ~32 without ever adding epochs (so above 262,144 steps, at 1 epoch, they grow
+        with the batch).
     Values named in `explicit` (set by the user) are never changed. Returns the new config and a
     {field: (old, new)} dict of what changed.
     """
@@ -104,8 +108,11 @@ def auto_scale_for_batch_size(config: TrainConfig,
     num_minibatches = config.num_minibatches
     if "num_minibatches" not in explicit:
         target = config.batch_size / TARGET_MINIBATCH_SIZE
-        candidates = [d for d in _divisors(config.batch_size) if d >= config.num_minibatches]
-        num_minibatches = min(candidates, key=lambda d: (abs(math.log(d / target)), d))
+        share = config.batch_size // max(config.num_devices, 1)
+        candidates = [d for d in _divisors(share) if d >= config.num_minibatches
+                      and TARGET_MINIBATCH_SIZE / 2 <= config.batch_size / d <= TARGET_MINIBATCH_SIZE * 2]
+        if candidates:
+            num_minibatches = min(candidates, key=lambda d: (abs(math.log(d / target)), d))
     update_epochs = config.update_epochs
     if "update_epochs" not in explicit:
         update_epochs = max(1, min(config.update_epochs,
@@ -143,7 +150,8 @@ def validate(config: TrainConfig) -> None:
     if config.batch_size % config.num_minibatches:
         raise ConfigError(f"batch size {config.batch_size} (num_envs {config.num_envs} x num_steps "
                           f"{config.num_steps}) is not divisible by num_minibatches "
-                          f"{config.num_minibatches}")
+                          f"{config.num_minibatches}: choose --num-minibatches among its "
+                          f"divisors, or another --num-envs or --num-steps")
     reason = device_split_error(config, config.num_devices)
     if reason:
         raise ConfigError(reason)
@@ -153,7 +161,15 @@ def validate(config: TrainConfig) -> None:
     for name in ("gamma", "gae_lambda"):
         if not 0.0 <= getattr(config, name) <= 1.0:
             raise ConfigError(f"--{name.replace('_', '-')} must be in [0, 1], got {getattr(config, name)}")
-    for name in ("lr", "clip_eps", "ent_coef", "vf_coef", "max_grad_norm"):
+    for name in ("lr", "ent_coef", "vf_coef"):
         value = getattr(config, name)
         if not (value >= 0.0 and math.isfinite(value)):
             raise ConfigError(f"--{name.replace('_', '-')} must be a finite number >= 0, got {value}")
+    # 0 would freeze the policy: every ratio clipped, or every gradient scaled to nothing.
+    for name in ("clip_eps", "max_grad_norm"):
+        value = getattr(config, name)
+        if not (value > 0.0 and math.isfinite(value)):
+            raise ConfigError(f"--{name.replace('_', '-')} must be a finite number > 0, got {value}")
+    if not 0 <= config.seed <= MAX_SEED:
+        raise ConfigError(f"--seed must be in [0, {MAX_SEED}] (JAX's PRNGKey takes 32 bits), "
+                          f"got {config.seed}")

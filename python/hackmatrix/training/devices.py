@@ -35,6 +35,8 @@ def missing_devices_error(requested: int) -> str | None:
 
 def most_devices_that_fit(config: TrainConfig, available: int) -> TrainConfig:
     """`config` with num_devices the largest count up to `available` that splits its envs and
-    minibatches evenly (1 always does)."""
-    count = max(n for n in range(1, available + 1) if device_split_error(config, n) is None)
+    minibatches evenly; 1 if none does (minibatches that do not divide the batch, which
+    `validate` then reports)."""
+    count = max((n for n in range(1, available + 1) if device_split_error(config, n) is None),
+                default=1)
     return dataclasses.replace(config, num_devices=count)

@@ -159,21 +159,23 @@ def json_safe(value):
 class MetricsFile:
     """Appends one JSON object per logged update to metrics.jsonl in the run directory."""
 
-    def __init__(self, run_dir: Path, resume_update: int | None):
+    def __init__(self, run_dir: Path):
         self.path = Path(run_dir) / METRICS_FILE
-        if resume_update is not None and self.path.is_file():
-            self._drop_records_after(resume_update)
 
-    def _drop_records_after(self, update: int) -> None:
-        # Lines logged after the checkpoint we resume from would be duplicated by the resumed run.
-        kept = []
+    def remove_records_after(self, update: int) -> list[str]:
+        """Removes the lines logged after `update` (a run resumed there logs them anew) and
+        returns them. Unreadable lines (a write cut short by a kill) are dropped."""
+        if not self.path.is_file():
+            return []
+        kept, removed = [], []
         for line in self.path.read_text().splitlines():
             try:
-                if json.loads(line).get("update", 0) <= update:
-                    kept.append(line)
+                logged_update = json.loads(line).get("update", 0)
             except (json.JSONDecodeError, AttributeError):
                 continue
+            (kept if logged_update <= update else removed).append(line)
         atomic_write(self.path, lambda f: f.write("".join(l + "\n" for l in kept).encode()))
+        return removed
 
     def write(self, record: dict) -> None:
         with open(self.path, "a") as f:

@@ -80,6 +80,19 @@ class WandbSink:
         except Exception as error:  # wandb raises many types; none may stop training
             self._disable(f"wandb init ({mode}) failed, continuing without wandb: "
                           f"{type(error).__name__}: {error}")
+            return
+        try:
+            # Charts are drawn against the update number, logged with each record, not against
+            # wandb's own step: a run resumed from an earlier checkpoint logs updates it had
+            # logged before, which wandb would drop as steps going backwards.
+            self.run.define_metric("update")
+            self.run.define_metric("*", step_metric="update")
+        except Exception as error:
+            self._disable(f"wandb define_metric failed, continuing without wandb: {error}")
+            return
+        if mode == "offline":
+            warn(f"[wandb] offline: logging to {self.run_directory}; upload it later with "
+                 f"`wandb sync {Path(self.run_directory).parent}`")
 
     @property
     def active(self) -> bool:
@@ -93,12 +106,13 @@ class WandbSink:
         self.warn(f"[wandb] {message}")
         self.run = None
 
-    def log(self, metrics: dict, step: int) -> None:
+    def log(self, metrics: dict) -> None:
+        """Logs one record; its "update" is the x axis (see __init__)."""
         if self.run is None:
             return
         try:
             finite = {k: v for k, v in metrics.items() if v is not None and v == v}
-            self.run.log(finite, step=step)
+            self.run.log(finite)
         except Exception as error:
             self._disable(f"log failed, disabling wandb: {error}")
 

@@ -14,22 +14,9 @@ from hackmatrix import xla_options
 from hackmatrix.training import checkpoint as ckpt
 from hackmatrix.training import cli
 
+from tiny_runs import TINY, TOTAL, UPDATES, assert_same_params, load_params, train
+
 SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "train_purejaxrl.py"
-# One tiny shape for every run here, so all of them share one compiled program (and its cache).
-TINY = ["--num-envs", "8", "--num-steps", "16", "--hidden-dim", "32", "--num-layers", "2",
-        "--log-interval", "2", "--seed", "1"]
-UPDATES = 6
-TOTAL = ["--total-timesteps", str(8 * 16 * UPDATES)]
-
-
-def train(tmp_path, run_name, *extra):
-    return cli.main([*TINY, *TOTAL, "--checkpoint-dir", str(tmp_path), "--run-name", run_name,
-                     "--no-wandb", *extra])
-
-
-def final_params(run_dir):
-    with np.load(run_dir / "final_params.npz") as data:
-        return {key: data[key] for key in data.files}
 
 
 def test_end_to_end_run_writes_checkpoint_params_metrics_and_summary(tmp_path, capsys):
@@ -82,10 +69,8 @@ def test_sigint_checkpoint_then_resume_gives_bit_identical_params(tmp_path, monk
                      "--no-wandb"]) == 0
     final = ckpt.load_checkpoint(run_dir / f"checkpoint_{UPDATES}.pkl")
     assert final["update"] == UPDATES and final["wandb_run_id"] == first_id
-    expected, resumed = final_params(tmp_path / "straight"), final_params(run_dir)
-    assert expected.keys() == resumed.keys()
-    for key in expected:
-        np.testing.assert_array_equal(expected[key], resumed[key], err_msg=key)
+    assert_same_params(load_params(tmp_path / "straight" / "final_params.npz"),
+                       load_params(run_dir / "final_params.npz"))
     records = [json.loads(l) for l in (run_dir / "metrics.jsonl").read_text().splitlines()]
     assert [r["update"] for r in records] == [2, 4, 6]
     # The resume kept the checkpoint's device count without being told.
@@ -163,6 +148,7 @@ def test_without_credentials_wandb_runs_offline_and_sigterm_exits_7(tmp_path):
     assert ckpt.list_checkpoints(run_dir), "".join(lines)
     offline_runs = list((run_dir / "wandb").glob("offline-run-*"))
     assert offline_runs, "".join(lines)
+    assert f"`wandb sync {offline_runs[0]}`" in "".join(lines)
     run_id = ckpt.load_checkpoint(ckpt.newest_checkpoint(run_dir))["wandb_run_id"]
     assert offline_runs[0].name.endswith(run_id)
 
@@ -195,7 +181,7 @@ def test_resume_with_another_num_envs_resets_the_optimizer_unless_kept(tmp_path)
     runner, messages = _resized_restore(saved, num_envs=4, keep_optimizer=False)
     assert len(messages) == 1
     assert "num_envs 8 -> 4: optimizer state reset" in messages[0]
-    assert "--keep-optimizer" in messages[0]
+    assert "--keep-optimizer" in messages[0] and "every env starts a new game" in messages[0]
     for restored, stored in zip(jax.tree.leaves(runner.train.params),
                                 jax.tree.leaves(saved["params"])):
         np.testing.assert_array_equal(restored, stored)
@@ -206,19 +192,20 @@ def test_resume_with_another_num_envs_resets_the_optimizer_unless_kept(tmp_path)
     assert float(runner.train.schedule_timesteps) == float(saved["schedule_timesteps"])
 
     runner, messages = _resized_restore(saved, num_envs=4, keep_optimizer=True)
-    assert messages == []
+    assert len(messages) == 1 and "optimizer" not in messages[0]
+    assert "num_envs 8 -> 4: every env starts a new game" in messages[0]
     for restored, stored in zip(jax.tree.leaves(runner.train.opt_state), saved_opt_leaves):
         np.testing.assert_array_equal(restored, stored)
 
 
-@pytest.mark.parametrize("failing, other, error, expected_line", [
+@pytest.mark.parametrize("failing, other, error, expected_code, expected_line", [
     ("_compile_chunk", "_run_init", RuntimeError("chunk compile failed\nsecond line"),
-     "error: RuntimeError: chunk compile failed"),
-    ("_run_init", "_compile_chunk", KeyboardInterrupt(),
-     "error: interrupted outside a chunk boundary; nothing saved"),
+     cli.EXIT_FAILURE, "error: RuntimeError: chunk compile failed"),
+    ("_run_init", "_compile_chunk", KeyboardInterrupt(), cli.EXIT_INTERRUPTED,
+     "[exit] interrupted by SIGINT during set-up, before the first update: nothing to save"),
 ])
 def test_compile_phase_errors_reach_main_as_before_after_the_other_compile_ends(
-        tmp_path, capsys, monkeypatch, failing, other, error, expected_line):
+        tmp_path, capsys, monkeypatch, failing, other, error, expected_code, expected_line):
     # init and run_chunk compile in worker threads; an error in one (a SIGINT in the main
     # thread included) must give the usual one-line error and exit code, and only once the
     # other worker has finished (exiting with an XLA compile still running crashes).
@@ -232,7 +219,7 @@ def test_compile_phase_errors_reach_main_as_before_after_the_other_compile_ends(
         return result
     monkeypatch.setattr(cli, failing, fail)
     monkeypatch.setattr(cli, other, record)
-    assert train(tmp_path, "failing") == cli.EXIT_FAILURE
+    assert train(tmp_path, "failing") == expected_code
     assert finished == [other]
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith(expected_line), err

@@ -74,3 +74,37 @@ def test_default_device_count_is_the_most_that_split_the_batch(num_envs, num_ste
     fitted = most_devices_that_fit(config, available)
     assert fitted.num_devices == expected
     validate(fitted)
+
+
+def test_auto_scaled_minibatches_split_each_devices_share():
+    # 768 envs on 3 devices: 32,768 steps each. 12 minibatches (the plain target) would not split
+    # a share evenly; 16 of 6,144 do.
+    config, _ = scaled(768, num_devices=3)
+    assert config.num_minibatches == 16 and config.minibatch_size == 6144
+    validate(config)
+
+
+def test_an_awkward_batch_keeps_the_configured_minibatches_and_is_rejected_with_a_hint():
+    # 331 x 127: its only divisors near the target give minibatches of 331 or 127 samples.
+    config, changes = scaled(331, 127)
+    assert (config.num_minibatches, changes.get("num_minibatches")) == (4, None)
+    with pytest.raises(ConfigError, match="choose --num-minibatches among its divisors"):
+        validate(config)
+
+
+def test_no_device_count_fits_minibatches_that_do_not_split_the_batch():
+    config = TrainConfig(num_envs=8, num_steps=16, num_minibatches=3, total_timesteps=10**9)
+    assert most_devices_that_fit(config, 8).num_devices == 1
+    with pytest.raises(ConfigError, match="not divisible by num_minibatches 3"):
+        validate(most_devices_that_fit(config, 8))
+
+
+@pytest.mark.parametrize("values, reason", [
+    ({"clip_eps": 0.0}, "--clip-eps must be a finite number > 0"),
+    ({"max_grad_norm": 0.0}, "--max-grad-norm must be a finite number > 0"),
+    ({"seed": -1}, r"--seed must be in \[0, 4294967295\]"),
+    ({"seed": 2**32}, r"--seed must be in \[0, 4294967295\]"),
+])
+def test_values_that_freeze_learning_or_wrap_the_seed_are_rejected(values, reason):
+    with pytest.raises(ConfigError, match=reason):
+        validate(TrainConfig(**values))

@@ -1,0 +1,280 @@
+"""What the trainer does with a run directory over a run's life: resuming from an earlier
+checkpoint, a finished run, leftovers of a run that died early, a second trainer, options that
+persist across resumes, corrupt checkpoints, and which file the tools load."""
+
+import json
+import os
+import pickle
+import shutil
+
+import pytest
+
+from hackmatrix.training import checkpoint as ckpt
+from hackmatrix.training import cli
+from hackmatrix.training.config import TrainConfig
+
+from tiny_runs import TINY, TOTAL, UPDATES, assert_same_params, load_params, resume, train
+
+
+@pytest.fixture(scope="module")
+def finished_run(tmp_path_factory):
+    """A finished tiny run that kept every checkpoint: 2, 4 and 6 (--save-interval 2)."""
+    checkpoint_dir = tmp_path_factory.mktemp("finished")
+    assert train(checkpoint_dir, "done", "--save-interval", "2", "--keep-checkpoints", "0") == 0
+    return checkpoint_dir / "done"
+
+
+@pytest.fixture
+def run_copy(finished_run, tmp_path):
+    """A copy of the finished run that a test may change."""
+    return shutil.copytree(finished_run, tmp_path / "done")
+
+
+def updates_in(metrics_path):
+    return [json.loads(line)["update"] for line in metrics_path.read_text().splitlines()]
+
+
+def test_resume_from_an_earlier_checkpoint_sets_the_later_files_aside(run_copy, capsys):
+    leftover_temp = run_copy / ".checkpoint_4.pkl.x1y2.tmp"  # from a save that a kill cut short
+    leftover_temp.write_bytes(b"partial")
+    finished_params = load_params(run_copy / "final_params.npz")
+
+    # No --save-interval: the run keeps the one it started with (2), and its --seed is ignored.
+    assert resume(run_copy.parent, str(run_copy / "checkpoint_2.pkl"), "--seed", "5") == 0
+    out = capsys.readouterr().out
+    assert "--seed 5 ignored" in out
+    assert "moved checkpoint_4.pkl, checkpoint_6.pkl, params_4.npz, params_6.npz, " \
+           "final_params.npz to" in out
+
+    (aside,) = (run_copy / ckpt.SET_ASIDE_DIR).iterdir()
+    assert aside.name.startswith("after_update_2_")
+    assert sorted(p.name for p in aside.iterdir()) == [
+        "checkpoint_4.pkl", "checkpoint_6.pkl", "final_params.npz", "metrics.jsonl",
+        "params_4.npz", "params_6.npz"]
+    assert updates_in(aside / "metrics.jsonl") == [4, 6]
+    assert updates_in(run_copy / "metrics.jsonl") == [2, 4, 6]
+    assert [update for update, _ in ckpt.list_checkpoints(run_copy)] == [2, 4, 6]
+    assert not leftover_temp.exists()
+    # Same config and the exact state of update 2: the new branch retraces the old one.
+    assert_same_params(load_params(aside / "final_params.npz"),
+                       load_params(run_copy / "final_params.npz"))
+    assert_same_params(finished_params, load_params(run_copy / "final_params.npz"))
+    newest = ckpt.load_checkpoint(ckpt.newest_checkpoint(run_copy))
+    assert newest["config"]["seed"] == 1 and newest["run_options"]["save_interval"] == 2
+
+
+def test_a_finished_run_resumed_has_nothing_to_do_and_changes_nothing(run_copy, capsys):
+    before = {path.name: path.stat().st_mtime_ns for path in run_copy.iterdir()}
+    assert resume(run_copy.parent, "--run-name", "done") == 0
+    out = capsys.readouterr().out
+    assert f"[done] run done is at update {UPDATES}" in out and "nothing to do" in out
+    assert "[compile]" not in out
+    assert {path.name: path.stat().st_mtime_ns for path in run_copy.iterdir()} == before
+
+
+def test_resuming_the_newest_checkpoint_drops_the_copy_of_its_params_in_final_params(
+        run_copy, capsys):
+    # Extending a finished run: its final_params.npz is params_6.npz again, and no longer final.
+    assert resume(run_copy.parent, "--run-name", "done", "--total-timesteps",
+                  str(8 * 16 * (UPDATES + 2)), "--lr", "0") == 0
+    out = capsys.readouterr().out
+    assert "[resume] total_timesteps 768 -> 1024: the learning rate now anneals to 0 at 1024" in out
+    assert not (run_copy / ckpt.SET_ASIDE_DIR).exists()
+    assert [update for update, _ in ckpt.list_checkpoints(run_copy)] == [2, 4, 6, 8]
+    # --lr 0: the params did not move, so the new final params are those of update 6.
+    assert_same_params(load_params(run_copy / "params_6.npz"),
+                       load_params(run_copy / "final_params.npz"))
+
+
+def test_non_finite_loss_keeps_the_last_good_checkpoint_and_records_the_failure(run_copy, capsys):
+    assert resume(run_copy.parent, "--run-name", "done", "--total-timesteps",
+                  str(8 * 16 * (UPDATES + 4)), "--lr", "1e30") == cli.EXIT_FAILURE
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert "non-finite loss within updates 7-8" in line
+    assert f"last good checkpoint: {run_copy / 'checkpoint_6.pkl'}" in line
+    assert [update for update, _ in ckpt.list_checkpoints(run_copy)] == [2, 4, 6]
+    summary = json.loads((run_copy / "summary.json").read_text())
+    assert summary["status"] == "failed" and "non-finite loss" in summary["error"]
+    assert ckpt.load_checkpoint(run_copy / "checkpoint_6.pkl")["update"] == 6
+
+
+def test_a_fresh_run_sets_aside_the_metrics_of_a_run_that_saved_no_checkpoint(tmp_path, capsys):
+    run_dir = tmp_path / "again"
+    run_dir.mkdir()
+    earlier = '{"update": 1}\n{"update": 2}\n'
+    (run_dir / "metrics.jsonl").write_text(earlier)
+    assert train(tmp_path, "again") == 0
+    assert "held the metrics of an earlier run that saved no checkpoint" in capsys.readouterr().out
+    assert updates_in(run_dir / "metrics.jsonl") == [2, 4, 6]
+    (aside,) = (run_dir / ckpt.SET_ASIDE_DIR).iterdir()
+    assert (aside / "metrics.jsonl").read_text() == earlier
+
+
+def test_a_second_trainer_on_the_same_run_exits_3_at_once(tmp_path, capsys):
+    lock = ckpt.RunLock(tmp_path / "busy")
+    assert lock.acquire()
+    try:
+        assert train(tmp_path, "busy") == cli.EXIT_BAD_ARGS
+    finally:
+        lock.release()
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert f"another trainer (pid {os.getpid()}) is writing {tmp_path / 'busy'}" in line
+    assert not (tmp_path / "busy" / "metrics.jsonl").exists()
+
+
+def test_resume_with_another_run_name_exits_3(finished_run, capsys):
+    code = resume(finished_run.parent, str(finished_run), "--run-name", "other")
+    assert code == cli.EXIT_BAD_ARGS
+    assert "a resumed run keeps its name" in capsys.readouterr().err
+
+
+def _corrupt(state, key, value):
+    state = dict(state)
+    if value is KeyError:
+        del state[key]
+    elif key == "lr":
+        state["config"] = {**state["config"], "lr": value}
+    elif key == "num_actions":
+        state["network"] = {k: v for k, v in state["network"].items() if k != key}
+    else:
+        state[key] = value
+    return state
+
+
+@pytest.mark.parametrize("key, value, message", [
+    ("schedule_timesteps", KeyError, "missing ['schedule_timesteps']"),
+    ("config", "x", "its config is not a dict"),
+    ("lr", "x", "its config is invalid"),
+    ("num_actions", None, "its network must give"),
+    ("update", -1, "update is -1"),
+])
+def test_a_corrupt_checkpoint_field_exits_6_with_one_line(finished_run, tmp_path, capsys,
+                                                          key, value, message):
+    state = ckpt.load_checkpoint(finished_run / "checkpoint_6.pkl")
+    path = tmp_path / "run" / "checkpoint_6.pkl"
+    path.parent.mkdir()
+    path.write_bytes(pickle.dumps(_corrupt(state, key, value)))
+    assert resume(tmp_path, str(path)) == cli.EXIT_CHECKPOINT
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert message in line
+
+
+def test_resume_from_a_params_file_says_it_holds_params_only(finished_run, capsys):
+    assert resume(finished_run.parent, str(finished_run / "params_6.npz")) == cli.EXIT_CHECKPOINT
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert "holds params only" in line
+
+
+def test_a_run_directory_resolves_to_final_params_unless_something_was_saved_after_it(tmp_path):
+    for name in ("checkpoint_4.pkl", "params_4.npz", "params_8.npz", "final_params.npz"):
+        (tmp_path / name).write_bytes(b"")
+    os.utime(tmp_path / "params_8.npz", (1_000, 1_000))
+    os.utime(tmp_path / "final_params.npz", (2_000, 2_000))
+    assert ckpt.resolve_policy_file(tmp_path) == tmp_path / "final_params.npz"
+    # A resumed run that was interrupted saved update 8 after the old final params.
+    os.utime(tmp_path / "params_8.npz", (3_000, 3_000))
+    assert ckpt.resolve_policy_file(tmp_path) == tmp_path / "params_8.npz"
+    (tmp_path / "final_params.npz").unlink()
+    (tmp_path / "checkpoint_8.pkl").write_bytes(b"")
+    assert ckpt.resolve_policy_file(tmp_path) == tmp_path / "checkpoint_8.pkl"
+
+
+def _args(*argv):
+    return cli.build_parser().parse_args(list(argv))
+
+
+def test_run_options_come_from_the_command_line_then_the_checkpoint_then_the_defaults():
+    saved = {"run_options": {**cli.RUN_OPTION_DEFAULTS, "save_interval": 20,
+                             "keep_checkpoints": 2, "wandb_project": "mine", "no_artifact": True}}
+    assert cli.run_options(_args(), None) == cli.RUN_OPTION_DEFAULTS
+    kept = cli.run_options(_args(), saved)
+    assert (kept["save_interval"], kept["keep_checkpoints"], kept["wandb_project"],
+            kept["no_artifact"]) == (20, 2, "mine", True)
+    # A timer asked for now replaces the saved update interval.
+    timer = cli.run_options(_args("--save-interval-minutes", "5"), saved)
+    assert (timer["save_interval"], timer["save_interval_minutes"]) == (None, 5.0)
+    assert cli.run_options(_args("--keep-checkpoints", "7"), saved)["keep_checkpoints"] == 7
+
+
+@pytest.mark.parametrize("argv, reason", [
+    (["--save-interval-minutes", "nan"], "--save-interval-minutes must be a finite number >= 0"),
+    (["--save-interval-minutes", "-1"], "--save-interval-minutes must be a finite number >= 0"),
+    (["--keep-checkpoints", "-1"], "--keep-checkpoints must be >= 0"),
+    (["--save-interval", "0"], "--save-interval must be >= 1"),
+])
+def test_bad_run_options_are_usage_errors(argv, reason):
+    with pytest.raises(cli.UsageError, match=reason):
+        cli.run_options(_args(*argv), None)
+
+
+def test_a_new_total_on_resume_is_reported_with_the_learning_rate_it_gives():
+    config = TrainConfig(lr=1e-3, total_timesteps=2000, anneal_lr=True)
+    note = cli._schedule_note({"total_timesteps": 1000}, config, 500.0)
+    assert note == ("[resume] total_timesteps 1000 -> 2000: the learning rate now anneals to 0 at "
+                    "2000 steps, so at this update it is 0.00075 (it was 0.0005)")
+    assert cli._schedule_note({"total_timesteps": 2000}, config, 500.0) is None
+    assert cli._schedule_note({"total_timesteps": 1000},
+                              TrainConfig(total_timesteps=2000, anneal_lr=False), 500.0) is None
+
+
+def test_a_signal_during_set_up_interrupts_and_a_second_one_in_training_exits_at_once(
+        monkeypatch, capsys):
+    signals = cli._Signals()
+    with pytest.raises(KeyboardInterrupt):
+        signals._handle(cli.signal.SIGTERM, None)
+    assert signals.signal_name == "SIGTERM"
+
+    said, exits = [], []
+    signals = cli._Signals()
+    signals.start_training(said.append)
+    monkeypatch.setattr(cli.os, "_exit", exits.append)
+    signals._handle(cli.signal.SIGINT, None)
+    assert signals.signal_name == "SIGINT" and exits == []
+    assert said == ["[signal] SIGINT: saving a checkpoint after the current chunk, then exiting "
+                    "(signal again to exit at once without saving)"]
+    signals._handle(cli.signal.SIGINT, None)
+    assert exits == [cli.EXIT_FAILURE]
+    assert "SIGINT again: exiting now without saving" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("name", ["", ".", "..", "../escape", "a/b", "/abs"])
+def test_a_run_name_must_be_a_plain_directory_name(tmp_path, capsys, name):
+    assert train(tmp_path, name) == cli.EXIT_BAD_ARGS
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert "must be a plain directory name" in line
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_checkpoint_dir_that_is_a_file_exits_3_before_compiling(tmp_path, capsys):
+    (tmp_path / "afile").write_text("")
+    assert cli.main([*TINY, *TOTAL, "--checkpoint-dir", str(tmp_path / "afile"),
+                     "--run-name", "r", "--no-wandb"]) == cli.EXIT_BAD_ARGS
+    captured = capsys.readouterr()
+    (line,) = captured.err.strip().splitlines()
+    assert f"cannot write the run directory {tmp_path / 'afile' / 'r'}" in line
+    assert "[compile]" not in captured.out
+
+
+def test_a_compilation_cache_path_that_is_a_file_warns_once_and_is_not_used(
+        tmp_path, monkeypatch, capsys):
+    (tmp_path / "cache").write_text("")
+    monkeypatch.setenv("JAX_COMPILATION_CACHE_DIR", str(tmp_path / "cache"))
+    assert cli.enable_compilation_cache() is None
+    (line,) = capsys.readouterr().out.strip().splitlines()
+    assert line.startswith("[config] warning: no compilation cache: cannot use")
+
+
+def test_a_resume_with_a_new_batch_keeps_the_minibatching_the_user_set_before(tmp_path):
+    saved = {"config": TrainConfig(num_envs=8, num_steps=16, num_minibatches=2, update_epochs=1,
+                                   total_timesteps=10**6).to_dict(),
+             "explicit_config": ["num_envs", "num_minibatches", "num_steps", "update_epochs"]}
+    config, scaled, user_set = cli._resumed_config(
+        _args("--num-envs", "16"), saved, available_devices=1, say=print)
+    assert (config.num_envs, config.num_minibatches, config.update_epochs) == (16, 2, 1)
+    assert scaled == {} and {"num_minibatches", "update_epochs"} <= user_set
+    # Left to auto-scaling, they are derived anew for the new batch: 512 x 128 -> 8 minibatches.
+    saved["explicit_config"] = ["num_envs", "num_steps"]
+    config, scaled, _ = cli._resumed_config(
+        _args("--num-envs", "512", "--num-steps", "128"), saved, available_devices=1, say=print)
+    assert (config.num_minibatches, config.update_epochs) == (8, 4)
+    assert scaled == {"num_minibatches": (4, 8)}
