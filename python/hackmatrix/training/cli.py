@@ -580,7 +580,13 @@ def _train(args, signals: _Signals, cleanup: contextlib.ExitStack) -> int:
     # Before JAX starts its backends, which fixes how many devices the CPU shows.
     devices.request_cpu_devices(args.num_devices or int(
         (saved or {}).get("config", {}).get("num_devices", 1)))
-    backend = jax.default_backend()
+    try:
+        backend = jax.default_backend()
+    except Exception as error:  # e.g. JAX_PLATFORMS names a backend whose plugin is missing
+        raise RuntimeError(f"JAX could not start a backend (JAX_PLATFORMS="
+                           f"{os.environ.get('JAX_PLATFORMS', '')!r}): "
+                           f"{' '.join(str(error).split()) or type(error).__name__}; is the "
+                           "matching jax extra installed (README: GPU or TPU)?") from error
     available_devices = jax.local_device_count()
     if saved is not None:
         run_dir = resume_path.parent
