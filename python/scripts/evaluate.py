@@ -29,6 +29,24 @@ def _parse_baselines(text: str) -> list[str]:
     return list(dict.fromkeys(names))
 
 
+def _reject_duplicates(sources: list[str], files: list, baseline_names: list[str]) -> None:
+    """Every policy is one row and one JSON key: the same checkpoint twice (under any spelling,
+    --latest included) or a checkpoint named like a baseline would merge two results into one.
+    Exit 3, before anything is loaded."""
+    first_source_of = {}
+    for source, file in zip(sources, files):
+        if source in baseline_names:
+            raise cli.ToolError(f"checkpoint {source!r} has the name of a baseline: write "
+                                f"./{source}", cli.EXIT_BAD_ARGUMENTS)
+        identity = file.resolve()
+        if identity in first_source_of:
+            earlier = first_source_of[identity]
+            raise cli.ToolError(f"{source} is given twice" if earlier == source else
+                                f"{earlier} and {source} are the same checkpoint ({file})",
+                                cli.EXIT_BAD_ARGUMENTS)
+        first_source_of[identity] = source
+
+
 def main(argv=None) -> int:
     parser = cli.ArgumentParser(prog="evaluate.py", description=__doc__)
     parser.add_argument("checkpoints", nargs="*", metavar="CHECKPOINT",
@@ -60,40 +78,50 @@ def main(argv=None) -> int:
         parser.error("nothing to evaluate: give a CHECKPOINT, --latest or --baselines")
 
     def body():
+        if args.json:
+            cli.check_output_file(args.json, "--json")
+
         import json
         import pathlib
 
         import jax
 
         from hackmatrix.tools import baselines, evaluation, policy, report
+        from hackmatrix.training import checkpoint as ckpt
 
-        policies = []
         try:
             sources = list(args.checkpoints)
             if args.latest:
                 sources.append(str(policy.latest_checkpoint(args.checkpoint_dir)))
-            for source in sources:
-                loaded = policy.load_policy(source)
-                policies.append(policy.network_policy(loaded, args.deterministic, name=source))
+            # Resolved once: a run still training may write a newer file before loading ends.
+            files = [policy.resolve_policy_file(source) for source in sources]
+            _reject_duplicates(sources, files, baseline_names)
+            loaded = [policy.load_policy(file) for file in files]
         except policy.PolicyLoadError as error:
             raise cli.ToolError(str(error), cli.EXIT_BAD_CHECKPOINT) from None
+        policies = [policy.network_policy(checkpoint, args.deterministic, name=source)
+                    for source, checkpoint in zip(sources, loaded)]
         policies += [baselines.baseline(name) for name in baseline_names]
 
         mode = "greedy" if args.deterministic else "sampled"
         print(f"{args.episodes} episodes per policy, seed {args.seed}, max {args.max_steps} "
               f"steps, checkpoints {mode}")
+        for source, checkpoint in zip(sources, loaded):
+            print(f"{source}: {checkpoint.file} ({checkpoint.network_config.get('num_layers')} x "
+                  f"{checkpoint.network_config.get('hidden_dim')} MLP)")
         key = jax.random.key(args.seed)
         summaries = {}
         for candidate in policies:
             results = evaluation.run_episodes(candidate, key, args.episodes, args.max_steps)
             summaries[candidate.name] = evaluation.summarise(results)
+        for source, checkpoint in zip(sources, loaded):
+            summaries[source]["checkpoint_file"] = str(checkpoint.file)
         print(report.evaluation_table(summaries))
 
         if args.json:
-            output = pathlib.Path(args.json)
-            output.parent.mkdir(parents=True, exist_ok=True)
-            output.write_text(json.dumps(summaries, indent=2) + "\n")
-            print(f"wrote {output}")
+            text = json.dumps(summaries, indent=2) + "\n"
+            ckpt.atomic_write(pathlib.Path(args.json), lambda file: file.write(text.encode()))
+            print(f"wrote {args.json}")
 
     return cli.run_main(parser.prog, body)
 

@@ -8,11 +8,13 @@ Commands:
   wait               the WAIT program
   <program name>     any program by name, case-insensitive (warp, siph+, anti-v, d_bom, ...)
   <number>           any action index 0-27 (programs are 5-27)
-  q, quit            leave
+  q, quit            leave (so do Ctrl-C, exit code 7, and the end of the input)
 
 Only actions in the shown list of valid actions are played; anything else is refused with a
-message, since the game would end the episode on an invalid action (rules §4.4). The session ends
-when the game ends (death, victory), on `q`, or at the end of the input.
+message saying why (not owned, its cost, nothing to apply it to, a block in the way, ...), since
+the game would end the episode on an invalid action (rules §4.4). Empty lines are ignored. The
+session ends when the game ends (death, victory, or a scenario where no action is valid), on
+`q`, or at the end of the input.
 """
 
 import sys
@@ -23,7 +25,8 @@ EXIT_CODES_HELP = """exit codes:
   0  ok: quit, end of input or game over
   2  other failure
   3  bad arguments, or a malformed scenario file (invalid JSON or an invalid field)
-  6  the scenario file cannot be read"""
+  6  the scenario file cannot be read
+  7  interrupted (Ctrl-C, SIGTERM)"""
 
 DIRECTION_COMMANDS = {
     "w": 0, "up": 0, "\x1b[a": 0,
@@ -33,30 +36,97 @@ DIRECTION_COMMANDS = {
     "x": 4, "siphon": 4,
 }
 QUIT_COMMANDS = {"q", "quit", "exit"}
+QUIT = "quit"
+
+
+class CommandError(ValueError):
+    """A line that names no action; the message says so to the player."""
 
 
 def parse_command(text: str):
-    """The action index for a command, "quit", or None if the command is not understood."""
+    """The action index for a command, QUIT, or None for an empty line; CommandError for
+    anything else."""
     from hackmatrix.game import constants as C
     from hackmatrix.game import scenario
 
     command = text.strip().lower()
+    if not command:
+        return None
     if command in QUIT_COMMANDS:
-        return "quit"
+        return QUIT
     if command in DIRECTION_COMMANDS:
         return DIRECTION_COMMANDS[command]
-    if command.isdigit():
+    if command.lstrip("+-").isdigit():
         action = int(command)
-        return action if 0 <= action < C.NUM_ACTIONS else None
-    program = scenario.program_from_name(command) if command else None
-    return None if program is None else C.FIRST_PROGRAM_ACTION + program
+        if 0 <= action < C.NUM_ACTIONS:
+            return action
+        raise CommandError(f"No action {action}: action numbers are 0-{C.NUM_ACTIONS - 1}")
+    program = scenario.program_from_name(command)
+    if program is None:
+        raise CommandError(f"Unknown command {text.strip()!r}: use w/a/s/d, x, a program name, "
+                           f"an action number (0-{C.NUM_ACTIONS - 1}) or q")
+    return C.FIRST_PROGRAM_ACTION + program
+
+
+def _program_reasons():
+    """Why an owned program is not applicable (rules §5, "Applicable when"), by program index.
+    WAIT, STEP and SIPH+ always apply; EXCH applies from 4 credits, exactly its cost, so its
+    cost already says why."""
+    from hackmatrix.game import constants as C
+
+    return {
+        C.PUSH: "there is no enemy", C.PULL: "there is no enemy",
+        C.CRASH: "no block, enemy or transmission is in the 8 cells around you",
+        C.WARP: "there is no enemy or transmission", C.POLY: "there is no enemy",
+        C.DEBUG: "no enemy stands on a block", C.ROW: "no enemy is in your row",
+        C.COL: "no enemy is in your column", C.UNDO: "there is nothing to undo yet",
+        C.SHOW: "SHOW is already active",
+        C.RESET: "your hp is already 3", C.CALM: "CALM is already active",
+        C.D_BOM: "there is no daemon", C.DELAY: "there is no transmission",
+        C.ANTI_V: "there is no virus", C.SCORE: "this is the last stage",
+        C.REDUC: "no unsiphoned block has a spawn count above 0",
+        C.ATK_PLUS: "it was already used twice this stage", C.HACK: "no cell is siphoned yet",
+    }
+
+
+def why_invalid(state, action: int, program_applicable) -> str:
+    """`<action> is not valid now: <reason>` for an action that the mask refuses (rules §4):
+    the direction's cell, the missing data siphon, or for a program ownership, cost and
+    applicability (`program_applicable`: bool[23] of this state)."""
+    from hackmatrix.game import constants as C
+
+    core = state.core
+    name = C.ACTION_NAMES[action]
+    if action < C.ACTION_SIPHON:
+        row, col = (int(core.player_row) + int(C.DIRECTION_DELTAS[action][0]),
+                    int(core.player_col) + int(C.DIRECTION_DELTAS[action][1]))
+        on_board = 0 <= row < C.BOARD_SIZE and 0 <= col < C.BOARD_SIZE
+        return f"{name} is not valid now: " + (
+            "a block is in the way" if on_board else "the board ends there")
+    if action == C.ACTION_SIPHON:
+        return f"{name} is not valid now: you have no data siphons"
+    program = action - C.FIRST_PROGRAM_ACTION
+    if not bool(core.owned[program]):
+        return f"{name} is not valid now: you do not own it"
+    reasons = []
+    credits, energy = int(core.credits), int(core.energy)
+    credit_cost, energy_cost = (int(C.PROGRAM_CREDIT_COST[program]),
+                                int(C.PROGRAM_ENERGY_COST[program]))
+    if credits < credit_cost:
+        reasons.append(f"it costs {credit_cost} credits, you have {credits}")
+    if energy < energy_cost:
+        reasons.append(f"it costs {energy_cost} energy, you have {energy}")
+    not_applicable_reason = _program_reasons().get(program)  # None for EXCH: its cost says it
+    if not bool(program_applicable[program]) and not_applicable_reason:
+        reasons.append(not_applicable_reason)
+    return f"{name} is not valid now: {'; '.join(reasons)}"
 
 
 def describe_valid(mask) -> str:
     from hackmatrix.game import constants as C
 
     return ", ".join(f"{action} {C.ACTION_NAMES[action]}" for action in range(C.NUM_ACTIONS)
-                     if mask[action])
+                     if mask[action]) or "none"
 
 
 def describe_reward(reward, components) -> str:
@@ -68,22 +138,30 @@ def describe_reward(reward, components) -> str:
     return f"Reward {float(reward):+.4f}" + (f" ({', '.join(nonzero)})" if nonzero else "")
 
 
-def read_action(mask):
-    """The next valid action typed on stdin, "quit", or None at the end of the input."""
+def read_action(mask, explain_invalid):
+    """The next valid action typed on stdin, QUIT, or None at the end of the input. Empty lines
+    are skipped; anything else that is not a valid action is explained (`explain_invalid(action)`
+    for a known action) and the next line is read."""
     while True:
         print("> ", end="", flush=True)
-        line = sys.stdin.readline()
+        try:
+            line = sys.stdin.readline()
+        except KeyboardInterrupt:
+            print()  # end the prompt's line; the CLI then reports the interrupt (exit 7)
+            raise
         if not line:
             print()
             return None
-        action = parse_command(line)
-        if action == "quit" or (action is not None and mask[action]):
-            return action
+        try:
+            action = parse_command(line)
+        except CommandError as error:
+            print(error)
+            continue
         if action is None:
-            print(f"Unknown command {line.strip()!r}: use w/a/s/d, x, a program name, "
-                  f"an action number or q")
-        else:
-            print(f"Action {action} is not valid now")
+            continue
+        if action == QUIT or mask[action]:
+            return action
+        print(explain_invalid(action))
 
 
 def play(state, key, color: bool) -> None:
@@ -91,17 +169,26 @@ def play(state, key, color: bool) -> None:
     import numpy as np
 
     from hackmatrix import game, xla_options
+    from hackmatrix.game import action_mask
 
     options = xla_options.compiler_options()
     step = jax.jit(game.step, compiler_options=options)
     valid_actions = jax.jit(game.valid_actions, compiler_options=options)
+    program_applicable = jax.jit(action_mask.program_applicable, compiler_options=options)
 
     while True:
         print(game.render(state, color=color))
         mask = np.asarray(valid_actions(state))
         print(f"Valid actions: {describe_valid(mask)}")
-        action = read_action(mask)
-        if action is None or action == "quit":
+        if not mask.any():
+            # A scenario can wall the player in with nothing to spend; any action would then
+            # only end the episode as invalid, so say so instead of prompting forever.
+            print("No action is valid: no direction is open, there is no data siphon and no "
+                  "program can run. The game cannot go on.")
+            return
+        action = read_action(mask, lambda invalid: why_invalid(
+            state, invalid, np.asarray(program_applicable(state))))
+        if action is None or action == QUIT:
             return
 
         key, step_key = jax.random.split(key)

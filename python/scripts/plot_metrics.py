@@ -15,23 +15,28 @@ def main(argv=None) -> int:
     parser = cli.ArgumentParser(prog="plot_metrics.py", description=__doc__)
     parser.add_argument("run_dir", metavar="RUN_DIR",
                         help="run directory holding metrics.jsonl (or the metrics.jsonl file)")
-    parser.add_argument("-o", "--output", metavar="FILE.png",
-                        help="output PNG (default: RUN_DIR/training_curves.png)")
+    parser.add_argument("-o", "--output", metavar="FILE",
+                        help="output PNG, written at exactly this path whatever its extension; "
+                             "its directory must exist (default: RUN_DIR/training_curves.png)")
     args = parser.parse_args(argv)
 
     def body():
         import pathlib
 
-        from hackmatrix.tools import plotting
-
         run_dir = pathlib.Path(args.run_dir)
         folder = run_dir if run_dir.is_dir() else run_dir.parent
-        output = pathlib.Path(args.output) if args.output else folder / "training_curves.png"
+        output = args.output or str(folder / "training_curves.png")
+        # The default's folder is checked too: a missing RUN_DIR is reported below as such (6).
+        if args.output or folder.is_dir():
+            cli.check_output_file(output, "-o" if args.output else "output")
+
+        from hackmatrix.tools import plotting
+
         try:
             record_count = plotting.plot_run(run_dir, output)
         except plotting.MetricsError as error:
             raise cli.ToolError(str(error), cli.EXIT_BAD_CHECKPOINT) from None
-        print(f"wrote {output} ({record_count} records)")
+        print(f"wrote {output} ({plotting.records_text(record_count)})")
 
     return cli.run_main(parser.prog, body)
 

@@ -9,7 +9,8 @@ shapes for a bare .npz).
 Each step shows the board before the action, the value estimate and the top valid actions with
 their probabilities (the policy restricted to valid actions), the action taken and the reward
 with its non-zero components. Invalid actions are never taken: argmax and sampling both respect
-the action mask. The GIF has one frame for each episode's start plus one per step.
+the action mask. The GIF has one frame for each episode's start plus one per step; its
+directory must exist. Ctrl-C (or SIGTERM) writes the GIF of the frames so far, then exits 7.
 """
 
 import sys
@@ -28,27 +29,32 @@ def main(argv=None) -> int:
     parser.add_argument("--episodes", type=int, default=1, metavar="N", help="episodes (default 1)")
     parser.add_argument("--deterministic", action="store_true",
                         help="take the most probable valid action (default: sample)")
-    parser.add_argument("--delay", type=float, default=0.5, metavar="SECONDS",
-                        help="pause between frames (default 0.5)")
+    parser.add_argument("--delay", type=cli.seconds, default=0.5, metavar="SECONDS",
+                        help="pause between frames, 0 to 600 (default 0.5); also each GIF "
+                             "frame's duration, at least 0.3")
     parser.add_argument("--step", action="store_true", help="advance one step per Enter")
     parser.add_argument("--seed", type=int, default=0, help="seed of the games and of sampling")
     parser.add_argument("--scenario", metavar="FILE.json",
                         help="start every episode from this exact state (scenario JSON)")
     parser.add_argument("--max-steps", type=int, default=500, metavar="N",
                         help="end an episode after this many steps (default 500)")
-    parser.add_argument("--no-color", action="store_true", help="plain text, no ANSI colours")
+    parser.add_argument("--no-color", action="store_true",
+                        help="plain text: no ANSI colours and no screen clearing")
     parser.add_argument("--top", type=int, default=5, metavar="K",
                         help="how many of the most probable actions to show (default 5)")
-    parser.add_argument("--gif", metavar="FILE", help="also write the episodes as an animated GIF")
+    parser.add_argument("--gif", metavar="FILE",
+                        help="also write the episodes as an animated GIF (GIF whatever the "
+                             "extension; written on Ctrl-C too, with the frames so far)")
     args = parser.parse_args(argv)
     if (args.checkpoint is None) == (not args.latest):
         parser.error("give either CHECKPOINT or --latest")
     if args.episodes < 1 or args.max_steps < 1 or args.top < 1:
         parser.error("--episodes, --max-steps and --top must be at least 1")
-    if args.delay < 0:
-        parser.error("--delay must not be negative")
 
     def body():
+        if args.gif:
+            cli.check_output_file(args.gif, "--gif")
+
         from hackmatrix.tools import policy, viewer
 
         try:
@@ -59,15 +65,17 @@ def main(argv=None) -> int:
 
         start_state = cli.load_scenario(args.scenario) if args.scenario else None
 
-        interactive = sys.stdout.isatty()
+        # Escape sequences only for a terminal and never with --no-color; in step mode the
+        # board scrolls so that the previous step stays readable above the prompt.
+        escapes = sys.stdout.isatty() and not args.no_color
         mode = "argmax" if args.deterministic else "sampling"
-        print(f"watching {source} ({loaded.network_config.get('num_layers')} x "
+        print(f"watching {loaded.file} ({loaded.network_config.get('num_layers')} x "
               f"{loaded.network_config.get('hidden_dim')} MLP, {mode})")
         options = viewer.ViewerOptions(
             episodes=args.episodes, deterministic=args.deterministic, delay=args.delay,
             step_mode=args.step, seed=args.seed, scenario=start_state, max_steps=args.max_steps,
-            color=not args.no_color and interactive, clear_screen=interactive and not args.step,
-            gif_path=args.gif, top_k=args.top)
+            color=escapes, clear_screen=escapes and not args.step, gif_path=args.gif,
+            top_k=args.top)
         viewer.watch(loaded, options)
 
     return cli.run_main(parser.prog, body)

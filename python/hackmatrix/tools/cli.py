@@ -1,27 +1,40 @@
-"""What the three tool CLIs share: exit codes, one-line errors, an argument parser that exits 3.
+"""What the tool CLIs share: exit codes, one-line errors, an argument parser that exits 3,
+interrupts, and the up-front check of output files.
 
 Exit codes (also printed by --help):
   0  ok
   2  other failure
-  3  bad arguments, or a malformed scenario file (invalid JSON or an invalid field)
+  3  bad arguments (an output file that cannot be written included), or a malformed scenario
+     file (invalid JSON or an invalid field)
   6  missing or incompatible checkpoint, run directory or input file
+  7  interrupted (SIGINT, SIGTERM)
 """
 
 from __future__ import annotations
 
 import argparse
+import math
+import pathlib
+import signal
 import sys
+import tempfile
 
 EXIT_OK = 0
 EXIT_FAILURE = 2
 EXIT_BAD_ARGUMENTS = 3
 EXIT_BAD_CHECKPOINT = 6
+EXIT_INTERRUPTED = 7  # the trainer's code for the same event
 
 EXIT_CODES_HELP = """exit codes:
   0  ok
   2  other failure
-  3  bad arguments
-  6  missing or incompatible checkpoint, run directory or input file"""
+  3  bad arguments, or an output file that cannot be written
+  6  missing or incompatible checkpoint, run directory or input file
+  7  interrupted (SIGINT or SIGTERM)"""
+
+# A GIF stores a frame's delay in hundredths of a second in 16 bits (at most 655.35 s); longer
+# pauses are what the viewer's --step is for.
+MAX_SECONDS = 600.0
 
 
 class ToolError(Exception):
@@ -30,6 +43,15 @@ class ToolError(Exception):
     def __init__(self, message: str, exit_code: int = EXIT_FAILURE):
         super().__init__(message)
         self.exit_code = exit_code
+
+
+class Interrupted(KeyboardInterrupt):
+    """SIGINT or SIGTERM arrived. A KeyboardInterrupt, so that code which cleans up after Ctrl-C
+    (the viewer writing its GIF) treats SIGTERM the same way."""
+
+    def __init__(self, signal_name: str):
+        super().__init__(signal_name)
+        self.signal_name = signal_name
 
 
 class ArgumentParser(argparse.ArgumentParser):
@@ -46,22 +68,70 @@ class ArgumentParser(argparse.ArgumentParser):
         sys.exit(EXIT_BAD_ARGUMENTS)
 
 
+def seconds(text: str) -> float:
+    """argparse type of a pause: a finite number of seconds from 0 to MAX_SECONDS."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not (math.isfinite(value) and 0 <= value <= MAX_SECONDS):
+        raise argparse.ArgumentTypeError(
+            f"must be a number of seconds from 0 to {MAX_SECONDS:g}, got {text!r}")
+    return value
+
+
+def check_output_file(path: str, flag: str) -> pathlib.Path:
+    """Makes sure `path` can be written before any work starts, so a typo never costs a whole
+    run: its directory must exist and accept a new file, and the path must not be a directory.
+    ToolError with exit 3 otherwise. Nothing is left behind (an existing file is untouched)."""
+    output = pathlib.Path(path)
+    folder = output.parent
+    if output.is_dir():
+        raise ToolError(f"{flag} {path}: is a directory", EXIT_BAD_ARGUMENTS)
+    if not folder.is_dir():
+        raise ToolError(f"{flag} {path}: directory {folder} does not exist", EXIT_BAD_ARGUMENTS)
+    # A real probe rather than os.access: root passes every permission test, yet cannot create
+    # files in /proc or on a read-only mount. The output is written the same way, as a temp file
+    # in this directory renamed over the path (training.checkpoint.atomic_write), so only the
+    # directory matters.
+    try:
+        with tempfile.NamedTemporaryFile(dir=folder, prefix=f".{output.name}.", suffix=".probe"):
+            pass
+    except OSError as error:
+        raise ToolError(f"{flag} {path}: cannot create a file in {folder} ({error.strerror})",
+                        EXIT_BAD_ARGUMENTS) from None
+    return output
+
+
+def _raise_interrupted(signum, frame):
+    raise Interrupted(signal.Signals(signum).name)
+
+
 def run_main(prog: str, body) -> int:
-    """Runs `body()` and turns every failure into a one-line message and an exit code."""
+    """Runs `body()` and turns every failure into a one-line message and an exit code.
+
+    SIGINT and SIGTERM raise `Interrupted` in the main thread (exit 7); the previous handlers
+    come back afterwards (the tests run many CLIs in one process)."""
+    previous = {signum: signal.signal(signum, _raise_interrupted)
+                for signum in (signal.SIGINT, signal.SIGTERM)}
     try:
         body()
     except ToolError as error:
         print(f"{prog}: error: {error}", file=sys.stderr)
         return error.exit_code
-    except KeyboardInterrupt:
-        print(f"{prog}: interrupted", file=sys.stderr)
-        return EXIT_FAILURE
+    except KeyboardInterrupt as interrupt:
+        name = interrupt.signal_name if isinstance(interrupt, Interrupted) else "SIGINT"
+        print(f"{prog}: interrupted by {name}", file=sys.stderr)
+        return EXIT_INTERRUPTED
     except BrokenPipeError:
         return EXIT_OK  # piped into `head`: the reader is gone, nothing is wrong
     except Exception as error:  # noqa: BLE001  (the contract is "never a traceback")
         detail = str(error).splitlines()[0] if str(error) else ""
         print(f"{prog}: error: {type(error).__name__}: {detail}", file=sys.stderr)
         return EXIT_FAILURE
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
     return EXIT_OK
 
 

@@ -2,16 +2,15 @@
 
 Layout of a frame (top to bottom): a status line (episode, step, stage, hp, credits, energy,
 data siphons, attack, score), the 6x6 board with row 0 at the bottom, a label naming the action
-that led to this frame and its reward, and a one-line legend.
+that led to this frame and its reward, and a legend of every glyph drawn.
 
-Glyphs: player "@" (blue disc, ring colour = hp); enemies V/D/G/C (virus red, daemon orange,
-glitch magenta, cryptog purple) with their hp, "z" when stunned, "-" when disabled, and a
-cryptog hidden from the player hollow with a lower-case "c"; a
-transmission "T" with its countdown on a yellow badge; data block "D" with points/spawn count;
-program block with the program name; question block "?"; siphoned blocks are dark; the exit
-"EXIT" on green; a data-siphon pickup "S+" on teal; credits "c" and energy "e" amounts in the
-bottom corners (hidden under unsiphoned blocks, as for the player); a siphon centre as a small
-ring.
+Glyphs mean what they mean in the text renderer (game/renderer.py): "@" the player (its ring
+colour is the hp), V/D/G/C<hp> enemies with "~" stunned and "z" disabled, a lower-case "c" for a
+cryptog hidden from the player, "t<n>" a transmission, "D<p>" and "P:<prog>" blocks with "*" once
+siphoned, "?" a question block, "EXIT", "DS" a data-siphon pickup, "$<n>" credits, "e<n>" energy,
+"o" the siphon centre. Pictures add what text cannot: colours, a hollow disc for the hidden
+cryptog, darker siphoned blocks, and two glyphs of their own: "s<n>" a block's spawn count and
+"x<n>" the number of enemies on a cell (only the first is drawn).
 
 Frame rule: every episode contributes its initial state plus one frame per step taken, so a GIF
 of episodes with lengths L1..Ln has sum(Li + 1) frames. The status line carries the episode and
@@ -27,14 +26,16 @@ import numpy as np
 from PIL import Image, ImageDraw, ImageFont
 
 from hackmatrix.game import constants as C
+from hackmatrix.game import renderer
+from hackmatrix.training import checkpoint as ckpt
 
 CELL = 76
 MARGIN = 12
 STATUS_HEIGHT = 30
-LABEL_HEIGHT = 46
+LABEL_LINE_HEIGHT = 22
+LEGEND_LINE_HEIGHT = 14
 BOARD_PIXELS = C.BOARD_SIZE * CELL
 WIDTH = BOARD_PIXELS + 2 * MARGIN
-HEIGHT = STATUS_HEIGHT + BOARD_PIXELS + LABEL_HEIGHT + 2 * MARGIN
 
 BACKGROUND = (24, 26, 33)
 GRID_LINE = (70, 74, 88)
@@ -50,10 +51,28 @@ TRANSMISSION = (235, 200, 50)
 CREDITS = (240, 210, 90)
 ENERGY = (120, 200, 255)
 ENEMY_COLOURS = ((220, 60, 60), (240, 140, 40), (210, 70, 210), (150, 90, 230))
-ENEMY_GLYPHS = ("V", "D", "G", "C")
 HP_COLOURS = {3: (90, 220, 110), 2: (240, 200, 60), 1: (240, 80, 60), 0: (110, 110, 110)}
 
-LEGEND = "@ you  V/D/G/C enemy  T transmission  D/P/? block  S+ siphon  c/e resources"
+# One entry per glyph drawn; tests/tools check that every glyph a frame shows is listed here.
+LEGEND_ENTRIES = (
+    "@ you (ring = hp: green 3, yellow 2, red 1, grey 0)",
+    "V/D/G/C<hp> virus/daemon/glitch/cryptog",
+    "~ stunned",
+    "z disabled",
+    "c<hp> cryptog hidden from you (hollow)",
+    "x<n> n enemies on the cell",
+    "t<n> transmission hatching in n turns",
+    "D<p> data block, p points",
+    "P:<prog> program block",
+    "? question block",
+    "s<n> spawn count",
+    "* siphoned (darker)",
+    "EXIT the exit",
+    "DS data-siphon pickup",
+    "$<n> credits",
+    "e<n> energy",
+    "o siphon centre",
+)
 
 
 def _font(size: int) -> ImageFont.ImageFont:
@@ -62,6 +81,23 @@ def _font(size: int) -> ImageFont.ImageFont:
 
 
 _FONTS = {size: _font(size) for size in (11, 13, 15, 22)}
+
+
+def _wrap(entries, font, width: int) -> list[str]:
+    """The entries packed into lines no wider than `width` pixels, never splitting an entry."""
+    lines = []
+    for entry in entries:
+        joined = f"{lines[-1]}   {entry}" if lines else entry
+        if lines and font.getlength(joined) <= width:
+            lines[-1] = joined
+        else:
+            lines.append(entry)
+    return lines
+
+
+LEGEND_LINES = _wrap(LEGEND_ENTRIES, _FONTS[11], WIDTH - 2 * MARGIN)
+LABEL_HEIGHT = LABEL_LINE_HEIGHT + LEGEND_LINE_HEIGHT * len(LEGEND_LINES) + 6
+HEIGHT = STATUS_HEIGHT + BOARD_PIXELS + LABEL_HEIGHT + 2 * MARGIN
 
 
 def _cell_box(row: int, col: int) -> tuple[int, int, int, int]:
@@ -83,8 +119,9 @@ def _draw_cell(draw, state, row, col):
     left, top, right, bottom = box
     content = int(cells.content[row, col])
     siphoned = bool(cells.siphoned[row, col])
+    is_block = content in (C.DATA_BLOCK, C.PROGRAM_BLOCK, C.QUESTION_BLOCK)
     fill = FLOOR
-    if content in (C.DATA_BLOCK, C.PROGRAM_BLOCK, C.QUESTION_BLOCK):
+    if is_block:
         fill = SIPHONED_BLOCK if siphoned else BLOCK
     elif content == C.EXIT:
         fill = EXIT
@@ -93,37 +130,34 @@ def _draw_cell(draw, state, row, col):
     draw.rectangle(box, fill=fill, outline=GRID_LINE, width=1)
 
     small, medium = _FONTS[11], _FONTS[13]
+    siphoned_mark = "*" if siphoned else ""
     if content == C.DATA_BLOCK:
-        label = f"D{int(cells.points[row, col])}"
-        _centred(draw, box, label, medium, TEXT, dy=-24)
-        draw.text((left + 4, top + 4), f"s{int(cells.spawn_count[row, col])}", font=small,
-                  fill=DIM_TEXT)
+        _centred(draw, box, f"D{int(cells.points[row, col])}{siphoned_mark}", medium, TEXT,
+                 dy=-24)
     elif content == C.PROGRAM_BLOCK:
-        program = int(cells.program[row, col])
-        name = C.PROGRAM_NAMES[program] if 0 <= program < C.NUM_PROGRAMS else "?"
-        _centred(draw, box, name, medium, TEXT, dy=-24)
-        draw.text((left + 4, top + 4), f"s{int(cells.spawn_count[row, col])}", font=small,
-                  fill=DIM_TEXT)
+        label = renderer.PROGRAM_LABELS[int(cells.program[row, col])]
+        _centred(draw, box, f"P:{label}{siphoned_mark}", medium, TEXT, dy=-24)
     elif content == C.QUESTION_BLOCK:
         _centred(draw, box, "?", _FONTS[15], TEXT, dy=-24)
     elif content == C.EXIT:
         _centred(draw, box, "EXIT", small, TEXT, dy=-26)
     elif content == C.DATA_SIPHON:
-        _centred(draw, box, "S+", medium, TEXT, dy=-24)
+        _centred(draw, box, "DS", medium, TEXT, dy=-24)
+    if content in (C.DATA_BLOCK, C.PROGRAM_BLOCK):
+        draw.text(((left + right) / 2, bottom - 4), f"s{int(cells.spawn_count[row, col])}",
+                  font=small, fill=DIM_TEXT, anchor="md")
 
     # Like the text renderer, show what the player can see: resources under an unsiphoned
     # block are hidden (§15.3).
-    is_block = content in (C.DATA_BLOCK, C.PROGRAM_BLOCK, C.QUESTION_BLOCK)
-    resources_visible = siphoned or not is_block
-    credits, energy = int(cells.credits[row, col]), int(cells.energy[row, col])
-    if not resources_visible:
-        credits = energy = 0
-    if credits > 0:
-        draw.text((left + 4, bottom - 4), f"c{credits}", font=small, fill=CREDITS, anchor="ld")
-    if energy > 0:
-        draw.text((right - 4, bottom - 4), f"e{energy}", font=small, fill=ENERGY, anchor="rd")
+    if siphoned or not is_block:
+        credits, energy = int(cells.credits[row, col]), int(cells.energy[row, col])
+        if credits > 0:
+            draw.text((left + 4, bottom - 4), f"${credits}", font=small, fill=CREDITS,
+                      anchor="ld")
+        if energy > 0:
+            draw.text((right - 4, bottom - 4), f"e{energy}", font=small, fill=ENERGY, anchor="rd")
     if bool(cells.siphon_center[row, col]):
-        draw.ellipse((right - 14, top + 4, right - 4, top + 14), outline=TEXT, width=2)
+        draw.text((right - 4, top + 4), "o", font=medium, fill=TEXT, anchor="ra")
 
 
 def _draw_pieces(draw, state):
@@ -132,9 +166,9 @@ def _draw_pieces(draw, state):
     tx = core.transmissions
     for slot in np.flatnonzero(tx.active):
         left, top, right, _ = _cell_box(int(tx.row[slot]), int(tx.col[slot]))
-        draw.rounded_rectangle((right - 34, top + 16, right - 4, top + 34), radius=4,
+        draw.rounded_rectangle((right - 34, top + 18, right - 4, top + 36), radius=4,
                                fill=TRANSMISSION)
-        draw.text((right - 19, top + 25), f"T{int(tx.turns_remaining[slot])}", font=_FONTS[11],
+        draw.text((right - 19, top + 27), f"t{int(tx.turns_remaining[slot])}", font=_FONTS[11],
                   fill=(30, 30, 30), anchor="mm")
 
     # Enemies: the first one in list order on a cell is drawn large, later ones as a count.
@@ -154,13 +188,13 @@ def _draw_pieces(draw, state):
         hidden = kind == C.CRYPTOG and not (
             cell[0] == int(core.player_row) or cell[1] == int(core.player_col)
             or bool(core.show_activated))
-        glyph = ENEMY_GLYPHS[kind].lower() if hidden else ENEMY_GLYPHS[kind]
+        letter = renderer.ENEMY_LETTERS[kind].lower() if hidden else renderer.ENEMY_LETTERS[kind]
         draw.ellipse((cx - 17, cy - 17, cx + 17, cy + 17),
                      fill=None if hidden else ENEMY_COLOURS[kind], outline=ENEMY_COLOURS[kind],
                      width=2)
-        marks = ("z" if bool(enemies.stunned[slot]) else "") + (
-            "-" if int(enemies.disabled_turns[slot]) > 0 else "")
-        draw.text((cx, cy), f"{glyph}{int(enemies.hp[slot])}{marks}",
+        marks = ("~" if bool(enemies.stunned[slot]) else "") + (
+            "z" if int(enemies.disabled_turns[slot]) > 0 else "")
+        draw.text((cx, cy), f"{letter}{int(enemies.hp[slot])}{marks}",
                   font=_FONTS[13], fill=TEXT, anchor="mm")
     for (row, col), count in drawn_cells.items():
         if count > 1:
@@ -196,17 +230,19 @@ def render_frame(state, status: str, action_label: str) -> Image.Image:
     _draw_pieces(draw, state)
     label_top = MARGIN + STATUS_HEIGHT + BOARD_PIXELS + 6
     draw.text((MARGIN, label_top), action_label, font=_FONTS[15], fill=TEXT)
-    draw.text((MARGIN, label_top + 22), LEGEND, font=_FONTS[11], fill=DIM_TEXT)
+    for index, line in enumerate(LEGEND_LINES):
+        draw.text((MARGIN, label_top + LABEL_LINE_HEIGHT + index * LEGEND_LINE_HEIGHT), line,
+                  font=_FONTS[11], fill=DIM_TEXT)
     return image
 
 
 def write_gif(frames: list[Image.Image], path: str | pathlib.Path, frame_seconds: float) -> None:
-    """Writes the frames as a looping GIF; every frame lasts `frame_seconds` (at least 20 ms,
-    the shortest delay browsers honour)."""
+    """Writes the frames as a looping GIF, whatever the file's extension; every frame lasts
+    `frame_seconds` (at least 20 ms, the shortest delay browsers honour). The file appears
+    complete or not at all (a temp file renamed over `path`)."""
     if not frames:
         raise ValueError("no frames to write")
-    path = pathlib.Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     duration_ms = max(20, int(round(frame_seconds * 1000)))
-    frames[0].save(path, save_all=True, append_images=frames[1:], duration=duration_ms, loop=0,
-                   optimize=False)
+    ckpt.atomic_write(pathlib.Path(path), lambda file: frames[0].save(
+        file, format="GIF", save_all=True, append_images=frames[1:], duration=duration_ms,
+        loop=0, optimize=False))

@@ -16,6 +16,7 @@ matplotlib.use("Agg")  # headless: users run this over ssh
 import matplotlib.pyplot as plt  # noqa: E402  (must follow the backend choice)
 
 from hackmatrix.game import constants as C  # noqa: E402
+from hackmatrix.training import checkpoint as ckpt  # noqa: E402
 
 METRICS_FILE = "metrics.jsonl"
 
@@ -25,17 +26,34 @@ CLIP_FRACTION_LIMIT = 0.35
 
 ACTION_FRACTION_KEYS = ("actions/move_frac", "actions/siphon_frac", "actions/program_frac")
 
+# A series this short is drawn with markers too: a line needs two points, so a run with one
+# record (or a key logged once) would otherwise leave its panel blank.
+MARKER_MAX_POINTS = 30
+
 
 class MetricsError(Exception):
     """The run directory or its metrics file is missing or unreadable."""
 
 
+def metrics_path(run: str | pathlib.Path) -> pathlib.Path:
+    """The metrics file of a run directory, or `run` itself when it names the file."""
+    path = pathlib.Path(run)
+    return path / METRICS_FILE if path.is_dir() else path
+
+
+def run_name(run: str | pathlib.Path) -> str:
+    """The run's name: its directory's, also when `run` names the metrics file inside it."""
+    return metrics_path(run).resolve().parent.name
+
+
+def records_text(count: int) -> str:
+    return f"{count} record{'' if count == 1 else 's'}"
+
+
 def read_metrics(run_dir: str | pathlib.Path) -> list[dict]:
     """The logged records of a run, in file order; lines that are not JSON objects are skipped
     (a run killed mid-write leaves a truncated last line)."""
-    path = pathlib.Path(run_dir)
-    if path.is_dir():
-        path = path / METRICS_FILE
+    path = metrics_path(run_dir)
     if not path.is_file():
         raise MetricsError(f"no {METRICS_FILE} at {path}")
     records = []
@@ -84,7 +102,8 @@ def _panel(ax, records, x_key, x_label, title, keys, labels=None, thresholds=())
         if xs:
             label = labels[index] if labels else key.split("/")[-1]
             # Dashed lines once the 10-colour cycle repeats, so 15 components stay distinct.
-            ax.plot(xs, ys, label=label, linewidth=1.2, linestyle="-" if index < 10 else "--")
+            ax.plot(xs, ys, label=label, linewidth=1.2, linestyle="-" if index < 10 else "--",
+                    marker="o" if len(xs) <= MARKER_MAX_POINTS else None, markersize=3)
             drawn = True
     for value, label in thresholds:
         ax.axhline(value, color="red", linestyle="--", linewidth=1, label=label)
@@ -101,7 +120,8 @@ def _panel(ax, records, x_key, x_label, title, keys, labels=None, thresholds=())
 
 
 def plot_run(run_dir: str | pathlib.Path, output: str | pathlib.Path) -> int:
-    """Draws the training curves of `run_dir` into the PNG `output`; returns the record count."""
+    """Draws the training curves of `run_dir` (a run directory or its metrics file) into a PNG
+    at exactly the path `output`, whatever its extension; returns the record count."""
     records = read_metrics(run_dir)
     x_key, x_label = _x_axis(records)
     reward_keys = [f"reward/{name}" for name in C.REWARD_COMPONENTS]
@@ -135,13 +155,14 @@ def plot_run(run_dir: str | pathlib.Path, output: str | pathlib.Path) -> int:
         reward_ax.set_yscale("symlog", linthresh=1e-3)
         reward_ax.legend(fontsize=6, loc="center left", bbox_to_anchor=(1.0, 0.5))
 
-    run_name = pathlib.Path(run_dir).resolve().name
-    last = records[-1]
-    figure.suptitle(f"{run_name}: {len(records)} records, last {x_label} "
-                    f"{last.get(x_key, len(records) - 1) if x_key else len(records) - 1}")
+    last_x = records[-1].get(x_key, len(records) - 1) if x_key else len(records) - 1
+    figure.suptitle(f"{run_name(run_dir)}: {records_text(len(records))}, last {x_label} {last_x}")
     figure.tight_layout()
-    output = pathlib.Path(output)
-    output.parent.mkdir(parents=True, exist_ok=True)
-    figure.savefig(output, dpi=100)
-    plt.close(figure)
+    # An explicit format: matplotlib otherwise picks it from the extension and, with none,
+    # appends ".png" to the name. The file appears complete or not at all.
+    try:
+        ckpt.atomic_write(pathlib.Path(output),
+                          lambda file: figure.savefig(file, dpi=100, format="png"))
+    finally:
+        plt.close(figure)
     return len(records)

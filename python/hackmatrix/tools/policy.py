@@ -33,6 +33,7 @@ class PolicyLoadError(Exception):
 
 class LoadedPolicy(NamedTuple):
     source: pathlib.Path   # the file or run directory the user named
+    file: pathlib.Path     # the file actually loaded (a run directory resolved)
     network: net.ActorCritic
     params: dict
     network_config: dict
@@ -58,12 +59,43 @@ def latest_checkpoint(checkpoint_dir: str | pathlib.Path) -> pathlib.Path:
     return max(candidates, key=recency)
 
 
-def load_policy(path: str | pathlib.Path) -> LoadedPolicy:
-    """Loads a .pkl checkpoint, a params .npz or a run directory and checks that the network
-    fits this game (observation size and action count) by running it once."""
-    path = pathlib.Path(path)
+def resolve_policy_file(source: str | pathlib.Path) -> pathlib.Path:
+    """The file that `load_policy(source)` loads: `source` itself, or the one file a run
+    directory resolves to (training.checkpoint decides which)."""
+    path = pathlib.Path(source)
     if not path.exists():
         raise PolicyLoadError(f"checkpoint not found: {path}")
+    if path.is_dir():
+        _reject_folder_of_runs(path)
+    try:
+        return ckpt.resolve_policy_file(path)
+    except ckpt.CheckpointError as error:
+        raise PolicyLoadError(str(error)) from None
+
+
+def _reject_folder_of_runs(folder: pathlib.Path) -> None:
+    """A folder without policy files of its own whose subfolders have some is a checkpoint
+    directory, not a run (e.g. `checkpoints` instead of `checkpoints/first`): say how to name
+    one of its runs."""
+    def has_policy_files(directory: pathlib.Path) -> bool:
+        return any(_POLICY_FILE.match(entry.name) for entry in directory.iterdir())
+
+    if has_policy_files(folder):
+        return
+    runs = sorted(entry.name for entry in folder.iterdir()
+                  if entry.is_dir() and has_policy_files(entry))
+    if runs:
+        shown = ", ".join(runs[:5]) + (", ..." if len(runs) > 5 else "")
+        raise PolicyLoadError(
+            f"{folder} is a folder of runs ({shown}), not a run: name one, e.g. "
+            f"{folder / runs[0]}, or use --latest --checkpoint-dir {folder}")
+
+
+def load_policy(source: str | pathlib.Path) -> LoadedPolicy:
+    """Loads a .pkl checkpoint, a params .npz or a run directory and checks that the network
+    fits this game (observation size and action count) by running it once."""
+    source = pathlib.Path(source)
+    path = resolve_policy_file(source)
     try:
         params, network_config = ckpt.load_policy_params(path)
     except ckpt.CheckpointError as error:
@@ -83,7 +115,7 @@ def load_policy(path: str | pathlib.Path) -> LoadedPolicy:
         raise PolicyLoadError(f"{path}: parameters do not fit the network: {first_line}") from None
     if logits.shape != (C.NUM_ACTIONS,) or value.shape != ():
         raise PolicyLoadError(f"{path}: network outputs have shapes {logits.shape}, {value.shape}")
-    return LoadedPolicy(source=path, network=network, params=params,
+    return LoadedPolicy(source=source, file=path, network=network, params=params,
                         network_config=dict(network_config))
 
 

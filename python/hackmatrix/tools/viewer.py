@@ -91,14 +91,34 @@ def watch(loaded: policy.LoadedPolicy, options: ViewerOptions, out: TextIO | Non
 
     Output goes to `out` (default: the current sys.stdout). In step mode `read_line` (default:
     a line of the current sys.stdin) is called before each step: "q" quits, end of input stops
-    waiting.
+    waiting. An interrupt (KeyboardInterrupt, which the CLI raises for SIGTERM too) first writes
+    the GIF of the frames collected so far, then propagates.
     """
     out = out or sys.stdout
-    read_line = read_line or sys.stdin.readline
+    frames, summaries = [], []
+    try:
+        _play(loaded, options, out, read_line or sys.stdin.readline, frames, summaries)
+    except KeyboardInterrupt:
+        if options.gif_path and frames:
+            _write_gif(frames, options, out, note=" so far, interrupted")
+        raise
+    if len(summaries) > 1:
+        returns = [s.episode_return for s in summaries]
+        out.write(f"{len(summaries)} episodes: mean return {np.mean(returns):+.3f}, "
+                  f"mean stage {np.mean([s.stage for s in summaries]):.2f}, "
+                  f"wins {sum(s.won for s in summaries)}\n")
+    if options.gif_path and frames:
+        _write_gif(frames, options, out)
+    out.flush()
+    return summaries
+
+
+def _play(loaded, options: ViewerOptions, out: TextIO, read_line: Callable[[], str],
+          frames: list, summaries: list[EpisodeSummary]) -> None:
+    """The episodes of `watch`; appends to `frames` (when recording a GIF) and `summaries` as it
+    goes, so that an interrupt keeps everything collected up to then. Returns early on "q"."""
     decide = _decide_function(loaded.network, options.deterministic)
     reset, step = _game_functions()
-    frames = []
-    summaries = []
     key = jax.random.key(options.seed)
     waiting_for_enter = options.step_mode
 
@@ -127,7 +147,7 @@ def watch(loaded: policy.LoadedPolicy, options: ViewerOptions, out: TextIO | Non
                 if answer == "":
                     waiting_for_enter = False  # input closed: play on without waiting
                 elif answer.strip().lower() == "q":
-                    return _finish(summaries, frames, options, out)
+                    return
             key, act_key, step_key = jax.random.split(key, 3)
             action, probabilities, value, mask = jax.device_get(
                 decide(loaded.params, act_key, game_state))
@@ -151,12 +171,13 @@ def watch(loaded: policy.LoadedPolicy, options: ViewerOptions, out: TextIO | Non
                      report.reward_line(float(reward), components)]
             if bool(info["invalid_action"]):
                 lines.append("INVALID ACTION: the episode ends")
-            show("\n".join(lines))
-            game_state = game_state_after
+            # The frame first: every step shown is in the GIF, even if interrupted right after.
             if options.gif_path:
                 frames.append(gif.render_frame(
-                    game_state, gif.status_line(game_state, episode, steps),
+                    game_state_after, gif.status_line(game_state_after, episode, steps),
                     f"{report.action_name(action)}   {report.reward_line(float(reward), {})}"))
+            show("\n".join(lines))
+            game_state = game_state_after
             if bool(done):
                 break
             if options.delay > 0 and not waiting_for_enter:
@@ -177,17 +198,9 @@ def watch(loaded: policy.LoadedPolicy, options: ViewerOptions, out: TextIO | Non
             f"programs used: {report.programs_used_text(summary.programs_used)}"]))
         if options.delay > 0 and episode < options.episodes and not waiting_for_enter:
             time.sleep(options.delay)
-    return _finish(summaries, frames, options, out)
 
 
-def _finish(summaries, frames, options: ViewerOptions, out: TextIO) -> list[EpisodeSummary]:
-    if len(summaries) > 1:
-        returns = [s.episode_return for s in summaries]
-        out.write(f"{len(summaries)} episodes: mean return {np.mean(returns):+.3f}, "
-                  f"mean stage {np.mean([s.stage for s in summaries]):.2f}, "
-                  f"wins {sum(s.won for s in summaries)}\n")
-    if options.gif_path and frames:
-        gif.write_gif(frames, options.gif_path, frame_seconds=max(options.delay, 0.3))
-        out.write(f"wrote {options.gif_path} ({len(frames)} frames)\n")
+def _write_gif(frames, options: ViewerOptions, out: TextIO, note: str = "") -> None:
+    gif.write_gif(frames, options.gif_path, frame_seconds=max(options.delay, 0.3))
+    out.write(f"wrote {options.gif_path} ({len(frames)} frames{note})\n")
     out.flush()
-    return summaries

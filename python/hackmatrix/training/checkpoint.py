@@ -15,6 +15,7 @@ import os
 import pickle
 import re
 import tempfile
+import zipfile
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Callable
@@ -118,8 +119,9 @@ def infer_network_config(params: dict) -> dict:
                               key=lambda k: int(k.rsplit("_", 1)[1]))
         first_kernel = np.shape(layers[hidden_names[0]]["kernel"])
         logits_kernel = np.shape(layers["actor_logits"]["kernel"])
-    except (KeyError, IndexError, ValueError, TypeError) as error:
-        raise CheckpointError(f"parameters do not look like an ActorCritic ({error!r})") from None
+    except (KeyError, IndexError, ValueError, TypeError, AttributeError):
+        raise CheckpointError("parameters do not look like an ActorCritic: they need "
+                              "torso_0.../kernel and actor_logits/kernel arrays") from None
     return {"hidden_dim": int(first_kernel[1]), "num_layers": len(hidden_names),
             "obs_dim": int(first_kernel[0]), "num_actions": int(logits_kernel[1])}
 
@@ -183,10 +185,14 @@ def load_checkpoint(path: Path) -> dict:
         with open(path, "rb") as f:
             state = pickle.load(f)
     except Exception as error:  # pickle raises many types on truncated or foreign files
-        raise CheckpointError(f"cannot read checkpoint {path}: {_one_line(error)}") from None
+        raise CheckpointError(f"cannot read checkpoint {path}: truncated, or not a checkpoint "
+                              f"({type(error).__name__})") from None
     if not isinstance(state, dict):
         raise CheckpointError(f"{path} is not a HackMatrix training checkpoint")
     missing = [key for key in REQUIRED_KEYS if key not in state]
+    if len(missing) > len(REQUIRED_KEYS) // 2:
+        raise CheckpointError(f"{path} is not a HackMatrix training checkpoint ({len(missing)} of "
+                              f"its {len(REQUIRED_KEYS)} keys are missing)")
     if missing:
         raise CheckpointError(f"{path} is not a HackMatrix training checkpoint (missing {missing})")
     if state["format_version"] != FORMAT_VERSION:
@@ -352,14 +358,14 @@ def load_policy_params(path) -> tuple[dict, dict]:
     if path.suffix == ".npz":
         if not path.is_file():
             raise CheckpointError(f"params file not found: {path}")
+        if not zipfile.is_zipfile(path):
+            raise CheckpointError(f"{path} is not a params file: truncated, or not an .npz "
+                                  "archive")
         try:
             # No pickled objects: a params file holds plain arrays only.
             with np.load(path, allow_pickle=False) as data:
                 params = unflatten_params({key: data[key] for key in data.files})
         except Exception as error:
-            if isinstance(error, ValueError) and "pickle" in str(error):
-                raise CheckpointError(f"{path} is not a params file: it holds pickled objects, "
-                                      "not arrays") from None
             raise CheckpointError(f"cannot read params {path}: {_one_line(error)}") from None
         try:
             return params, infer_network_config(params)

@@ -1,7 +1,9 @@
 """scripts/play.py: a scripted stdin session, game over, and malformed scenario files."""
 
 import json
+import os
 import pathlib
+import signal
 import subprocess
 import sys
 
@@ -17,22 +19,76 @@ def run_play(tmp_path, scenario, stdin="", extra=()):
 
 def test_scripted_session(tmp_path):
     scenario = {"player": {"row": 3, "col": 3, "credits": 5}, "ownedPrograms": ["SIPH+"]}
-    result = run_play(tmp_path, scenario, "bogus\nwarp\nsiph+\nw\nx\n99\nq\n")
+    result = run_play(tmp_path, scenario, "bogus\n\nwarp\nx\nsiph+\nw\nx\n99\nq\n")
     assert result.returncode == 0, result.stderr
     out = result.stdout
     assert "\x1b[" not in out  # no colour when stdout is not a terminal
     assert out.count("Valid actions: 0 up, 1 down, 2 left, 3 right, 16 SIPH+") == 1
     assert "Unknown command 'bogus'" in out
-    assert "Action 8 is not valid now" in out                     # WARP is not owned
+    assert "Unknown command ''" not in out                         # an empty line is skipped
+    assert "WARP is not valid now: you do not own it" in out
+    assert "siphon is not valid now: you have no data siphons" in out
     assert "Reward -0.2600 (step_penalty -0.0100, resourceGain -0.2500)" in out   # SIPH+
     assert "Valid actions: 0 up, 1 down, 2 left, 3 right, 4 siphon" in out
     assert "Reward +0.0400 (step_penalty -0.0100, distance +0.0500)" in out       # w = up
     assert "Reward -0.0100 (step_penalty -0.0100)" in out                         # siphon
-    assert "Unknown command '99'" in out
+    assert "No action 99: action numbers are 0-27" in out
     boards = out.split("Valid actions")
     last_board = boards[-2]
     assert " 4 |         |         |         |@        |" in last_board  # moved to row 4
     assert "Siphons 0" in last_board and "Turn 2" in last_board
+
+
+def test_refusals_say_why(tmp_path):
+    scenario = {"player": {"row": 0, "col": 0, "credits": 3, "energy": 1},
+                "blocks": [{"row": 1, "col": 0, "type": "data", "points": 1}],
+                "ownedPrograms": ["SIPH+", "WARP", "ROW", "EXCH"]}
+    result = run_play(tmp_path, scenario, "siph+\nwarp\nrow\nexch\nw\na\n-3\nq\n")
+    assert result.returncode == 0, result.stderr
+    refusals = [line.removeprefix("> ") for line in result.stdout.splitlines()
+                if line.startswith("> ") and line != "> "]
+    assert refusals == [
+        "SIPH+ is not valid now: it costs 5 credits, you have 3",
+        "WARP is not valid now: it costs 2 energy, you have 1; there is no enemy or transmission",
+        "ROW is not valid now: no enemy is in your row",
+        "EXCH is not valid now: it costs 4 credits, you have 3",
+        "up is not valid now: a block is in the way",
+        "left is not valid now: the board ends there",
+        "No action -3: action numbers are 0-27",
+    ]
+
+
+def test_a_player_with_no_valid_action_is_told_so(tmp_path):
+    walled_in = {"player": {"row": 0, "col": 0, "energy": 0},
+                 "blocks": [{"row": 1, "col": 0, "type": "data", "points": 1},
+                            {"row": 0, "col": 1, "type": "data", "points": 1}],
+                 "ownedPrograms": ["WAIT"]}
+    result = run_play(tmp_path, walled_in, "w\n")
+    assert result.returncode == 0, result.stderr
+    # The last words, with no prompt for an action that cannot be taken.
+    assert result.stdout.endswith(
+        "Valid actions: none\nNo action is valid: no direction is open, there is no data "
+        "siphon and no program can run. The game cannot go on.\n")
+
+
+def test_ctrl_c_exits_7_with_one_line(tmp_path):
+    path = tmp_path / "scenario.json"
+    path.write_text(json.dumps({"player": {"row": 0, "col": 0}}))
+    process = subprocess.Popen([sys.executable, str(PLAY), "--scenario", str(path)],
+                               stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    try:
+        shown = b""
+        while not shown.endswith(b"> "):  # the prompt: play.py is waiting for a command
+            chunk = os.read(process.stdout.fileno(), 4096)
+            assert chunk, "play.py ended before prompting"
+            shown += chunk
+        process.send_signal(signal.SIGINT)
+        _, err = process.communicate(timeout=60)
+    finally:
+        process.kill()
+    assert process.returncode == 7
+    assert err.decode() == "play.py: interrupted by SIGINT\n"
 
 
 def test_session_ends_when_the_game_ends(tmp_path):
@@ -69,3 +125,4 @@ def test_help_documents_exit_codes():
                             text=True, timeout=120)
     assert result.returncode == 0
     assert "exit codes" in result.stdout and "malformed scenario file" in result.stdout
+    assert "7  interrupted" in result.stdout

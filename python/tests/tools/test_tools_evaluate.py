@@ -10,7 +10,8 @@ import pytest
 from conftest import load_script
 from hackmatrix.game import constants as C
 from hackmatrix.game import scenario
-from hackmatrix.tools import baselines, cli, evaluation
+from hackmatrix.tools import baselines, cli, evaluation, policy
+from hackmatrix.training import checkpoint as ckpt
 
 evaluate_main = load_script("evaluate.py")
 
@@ -22,7 +23,7 @@ JSON_FIELDS = ("mean_return", "std_return", "mean_stage", "max_stage", "win_rate
 @pytest.fixture(scope="module")
 def cli_report(tiny_run, tmp_path_factory):
     """One evaluate.py run of the tiny checkpoint and both baselines, with --json."""
-    json_path = tmp_path_factory.mktemp("evaluation") / "results.json"
+    json_path = tmp_path_factory.mktemp("evaluation") / "results"  # any extension, or none
     exit_code = evaluate_main([str(tiny_run), "--episodes", str(EPISODES), "--max-steps",
                                str(MAX_STEPS), "--seed", str(SEED), "--json", str(json_path)])
     assert exit_code == 0
@@ -33,6 +34,9 @@ def test_json_has_one_object_per_policy_with_the_issue_fields(cli_report, tiny_r
     assert list(cli_report) == [str(tiny_run), "random", "exit-runner"]
     for summary in cli_report.values():
         assert all(field in summary for field in JSON_FIELDS)
+    # The run directory is the key; the file it resolved to is named too.
+    assert cli_report[str(tiny_run)]["checkpoint_file"] == str(ckpt.resolve_policy_file(tiny_run))
+    assert "checkpoint_file" not in cli_report["random"]
 
 
 def test_numbers_are_sane(cli_report):
@@ -105,3 +109,48 @@ def test_cli_errors(tmp_path, capsys):
         with pytest.raises(SystemExit) as exit_info:
             evaluate_main(bad_arguments)
         assert exit_info.value.code == cli.EXIT_BAD_ARGUMENTS
+
+
+def test_report_names_the_file_loaded(tiny_run, capsys):
+    assert evaluate_main([str(tiny_run), "--baselines", "none", "--episodes", str(EPISODES),
+                          "--max-steps", str(MAX_STEPS), "--seed", str(SEED)]) == 0
+    out = capsys.readouterr().out
+    assert f"\n{tiny_run}: {ckpt.resolve_policy_file(tiny_run)} (2 x 32 MLP)\n" in out
+
+
+@pytest.mark.parametrize("case", ["same_text", "run_dir_and_its_file", "latest", "baseline_name"])
+def test_the_same_checkpoint_twice_exits_3_before_loading(case, tiny_run, tmp_path, capsys,
+                                                         monkeypatch):
+    loaded_file = ckpt.resolve_policy_file(tiny_run)
+    latest = policy.latest_checkpoint(tiny_run.parent)
+    if case == "baseline_name":
+        monkeypatch.chdir(tmp_path)
+        (tmp_path / "random").symlink_to(loaded_file)
+    arguments, message = {
+        "same_text": ([str(tiny_run), str(tiny_run)], f"{tiny_run} is given twice"),
+        "run_dir_and_its_file": ([str(tiny_run), str(loaded_file)],
+                                 f"{tiny_run} and {loaded_file} are the same checkpoint "
+                                 f"({loaded_file})"),
+        "latest": ([str(latest), "--latest", "--checkpoint-dir", str(tiny_run.parent)],
+                   f"{latest} is given twice"),
+        "baseline_name": (["random"], "checkpoint 'random' has the name of a baseline: "
+                                      "write ./random"),
+    }[case]
+    assert evaluate_main(arguments) == cli.EXIT_BAD_ARGUMENTS
+    captured = capsys.readouterr()
+    assert captured.out == ""  # nothing evaluated
+    assert captured.err == f"evaluate.py: error: {message}\n"
+
+
+def test_unwritable_json_path_exits_3_before_evaluating(tiny_run, tmp_path, capsys):
+    json_path = tmp_path / "absent" / "results.json"
+    assert evaluate_main([str(tiny_run), "--json", str(json_path)]) == cli.EXIT_BAD_ARGUMENTS
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err == (f"evaluate.py: error: --json {json_path}: directory "
+                            f"{json_path.parent} does not exist\n")
+
+
+def test_a_folder_of_runs_gets_a_hint(tiny_run, capsys):
+    assert evaluate_main([str(tiny_run.parent)]) == cli.EXIT_BAD_CHECKPOINT
+    assert f"use --latest --checkpoint-dir {tiny_run.parent}" in capsys.readouterr().err

@@ -2,12 +2,13 @@
 
 import json
 
+import matplotlib.pyplot as plt
 import pytest
 from PIL import Image
 
 from conftest import load_script
 from hackmatrix.game import constants as C
-from hackmatrix.tools import cli
+from hackmatrix.tools import cli, plotting
 
 plot_main = load_script("plot_metrics.py")
 
@@ -40,7 +41,7 @@ def test_plots_every_panel(tmp_path, capsys):
     records = [_full_record(u) for u in range(1, 20)]
     records[0]["train/mean_episode_return"] = float("nan")
     _write_metrics(run_dir, records, trailing='{"update": 20, "train/s')
-    output = tmp_path / "out" / "curves.png"
+    output = tmp_path / "curves.png"
     assert plot_main([str(run_dir), "-o", str(output)]) == 0
     assert "19 records" in capsys.readouterr().out
     _assert_png(output)
@@ -65,3 +66,55 @@ def test_bad_run_dir_exits_6(case, tmp_path, capsys):
     assert plot_main([str(run_dir)]) == cli.EXIT_BAD_CHECKPOINT
     err = capsys.readouterr().err
     assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+
+
+@pytest.fixture
+def drawn_figures(monkeypatch):
+    """The figures plot_run draws, kept open for inspection instead of closed."""
+    figures, close = [], plt.close
+    monkeypatch.setattr(plotting.plt, "close", figures.append)
+    yield figures
+    for figure in figures:
+        close(figure)
+
+
+@pytest.mark.parametrize("name_the_file", [False, True])
+def test_one_record_is_drawn_with_markers_and_titled_by_the_run(name_the_file, tmp_path, capsys,
+                                                               drawn_figures):
+    run_dir = tmp_path / "first"
+    _write_metrics(run_dir, [_full_record(5)])
+    source = run_dir / "metrics.jsonl" if name_the_file else run_dir
+    output = tmp_path / "plotnoext"  # written at exactly this path, as a PNG
+    assert plot_main([str(source), "-o", str(output)]) == 0
+    assert capsys.readouterr().out == f"wrote {output} (1 record)\n"
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["first", "plotnoext"]
+    _assert_png(output)
+    (figure,) = drawn_figures
+    assert figure._suptitle.get_text() == "first: 1 record, last timesteps 5120"
+    # A single point is invisible as a line: every curve of every panel has a marker.
+    curves = [line for ax in figure.axes for line in ax.get_lines()
+              if line.get_label() and not line.get_label().startswith("limit")]
+    # _full_record logs 11 of the 14 curves outside the reward panel (not highest_stage and
+    # the death and truncation rates) and all reward components.
+    assert len(curves) == 11 + len(C.REWARD_COMPONENTS)
+    assert all(line.get_marker() == "o" for line in curves)
+
+
+def test_long_series_are_plain_lines(tmp_path, drawn_figures):
+    run_dir = tmp_path / "long"
+    _write_metrics(run_dir, [_full_record(u) for u in range(1, plotting.MARKER_MAX_POINTS + 2)])
+    assert plot_main([str(run_dir)]) == 0
+    (figure,) = drawn_figures
+    assert all(line.get_marker() in ("None", None) for ax in figure.axes
+               for line in ax.get_lines())
+
+
+@pytest.mark.parametrize("output", ["absent/curves.png", "."])
+def test_unwritable_output_exits_3_before_reading(output, tmp_path, capsys):
+    run_dir = tmp_path / "run"
+    _write_metrics(run_dir, [_full_record(1)])
+    target = tmp_path / output
+    assert plot_main([str(run_dir), "-o", str(target)]) == cli.EXIT_BAD_ARGUMENTS
+    captured = capsys.readouterr()
+    assert captured.out == "" and captured.err.startswith(f"plot_metrics.py: error: -o {target}: ")
+    assert len(captured.err.splitlines()) == 1

@@ -2,7 +2,11 @@
 
 import io
 import json
+import os
 import re
+import signal
+import subprocess
+import sys
 
 import jax
 import jax.numpy as jnp
@@ -10,7 +14,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from conftest import load_script
+from conftest import SCRIPTS, load_script
 from hackmatrix.game import constants as C
 from hackmatrix.tools import cli, policy, viewer
 from hackmatrix.training import checkpoint as ckpt
@@ -46,17 +50,42 @@ def test_watches_an_npz_and_a_run_dir_and_latest(tiny_run, capsys):
                    ["--latest", "--checkpoint-dir", str(tiny_run.parent)]):
         assert watch_main([*source, *FAST, "--deterministic", "--no-color"]) == 0
         out = capsys.readouterr().out
-        assert "2 x 32 MLP" in out  # the architecture from the checkpoint or the .npz shapes
+        # The header names the file loaded, also for a run directory; the architecture comes
+        # from the checkpoint or the .npz shapes.
+        loaded_file = ckpt.resolve_policy_file(tiny_run)
+        assert loaded_file.is_file()
+        assert out.startswith(f"watching {loaded_file} (2 x 32 MLP, argmax)\n")
         assert len(_episode_lengths(out)) == 1
 
 
+def test_a_folder_of_runs_gets_a_hint(tiny_run, capsys):
+    assert watch_main([str(tiny_run.parent), "--delay", "0"]) == cli.EXIT_BAD_CHECKPOINT
+    err = capsys.readouterr().err
+    assert err == (f"watch_jax_agent.py: error: {tiny_run.parent} is a folder of runs (tiny), "
+                   f"not a run: name one, e.g. {tiny_run}, or use --latest --checkpoint-dir "
+                   f"{tiny_run.parent}\n")
+
+
 def test_gif_has_one_frame_per_step_plus_one_per_episode(tiny_run, tmp_path, capsys):
-    gif_path = tmp_path / "episodes.gif"
+    gif_path = tmp_path / "episodes"  # no extension: still a GIF, at exactly this path
     assert watch_main([str(tiny_run), *FAST, "--episodes", "2", "--gif", str(gif_path)]) == 0
     lengths = _episode_lengths(capsys.readouterr().out)
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["episodes"]
     with Image.open(gif_path) as image:
+        assert image.format == "GIF"
         assert image.n_frames == sum(length + 1 for length in lengths)
         assert image.size[0] > 300 and image.size[1] > 300
+
+
+@pytest.mark.parametrize("case", ["missing_directory", "proc", "a_directory"])
+def test_unwritable_gif_path_exits_3_before_playing(case, tiny_run, tmp_path, capsys):
+    gif_path = {"missing_directory": tmp_path / "absent" / "x.gif",
+                "proc": "/proc/x.gif", "a_directory": tmp_path}[case]
+    assert watch_main([str(tiny_run), *FAST, "--gif", str(gif_path)]) == cli.EXIT_BAD_ARGUMENTS
+    captured = capsys.readouterr()
+    assert captured.out == ""  # not even the header: nothing was loaded or played
+    assert len(captured.err.splitlines()) == 1
+    assert captured.err.startswith(f"watch_jax_agent.py: error: --gif {gif_path}: ")
 
 
 def test_never_takes_an_invalid_action(tiny_run):
@@ -131,7 +160,9 @@ def test_bad_checkpoint_exits_6_with_one_line(make_bad_source, tmp_path, capsys)
 def test_latest_in_empty_dir_and_bad_arguments(tmp_path, capsys):
     assert watch_main(["--latest", "--checkpoint-dir", str(tmp_path)]) == cli.EXIT_BAD_CHECKPOINT
     assert watch_main(["--latest", "--checkpoint-dir", str(tmp_path / "nope")]) == 6
-    for bad_arguments in ([], ["x.pkl", "--latest"], ["x.pkl", "--episodes", "0"]):
+    for bad_arguments in ([], ["x.pkl", "--latest"], ["x.pkl", "--episodes", "0"],
+                          *(["x.pkl", "--delay", delay] for delay in
+                            ("nan", "inf", "-inf", "-0.5", "601", "1e300", "soon"))):
         with pytest.raises(SystemExit) as exit_info:
             watch_main(bad_arguments)
         assert exit_info.value.code == cli.EXIT_BAD_ARGUMENTS
@@ -157,3 +188,73 @@ def test_quitting_in_step_mode_still_writes_the_gif(tiny_run, tmp_path):
     assert summaries == []
     with Image.open(gif_path) as image:
         assert image.n_frames == 1  # the initial state only
+
+
+class FakeTerminal(io.StringIO):
+    def isatty(self):
+        return True
+
+
+@pytest.mark.parametrize("no_color", [False, True])
+def test_no_color_on_a_terminal_sends_no_escapes(no_color, tiny_run, monkeypatch):
+    terminal = FakeTerminal()
+    monkeypatch.setattr("sys.stdout", terminal)
+    arguments = [str(tiny_run), "--delay", "0", "--max-steps", "2"]
+    assert watch_main(arguments + (["--no-color"] if no_color else [])) == 0
+    out = terminal.getvalue()
+    if no_color:
+        assert "\x1b" not in out
+    else:  # the same run on a terminal without the flag: colour and redraw in place
+        assert viewer.CLEAR_SCREEN in out and "\x1b[1;32m@" in out
+
+
+class InterruptedInput:
+    """stdin whose first line is an Enter and whose second read is a Ctrl-C."""
+
+    def __init__(self):
+        self.reads = 0
+
+    def readline(self):
+        self.reads += 1
+        if self.reads > 1:
+            raise KeyboardInterrupt
+        return "\n"
+
+
+def test_ctrl_c_writes_the_gif_so_far_and_exits_7(tiny_run, tmp_path, monkeypatch, capsys):
+    gif_path = tmp_path / "partial.gif"
+    monkeypatch.setattr("sys.stdin", InterruptedInput())
+    assert watch_main([str(tiny_run), "--step", "--delay", "0", "--episodes", "3",
+                       "--gif", str(gif_path)]) == cli.EXIT_INTERRUPTED
+    captured = capsys.readouterr()
+    # One step was taken: the initial frame and one more.
+    assert len(_actions_shown(captured.out)) == 1
+    assert f"wrote {gif_path} (2 frames so far, interrupted)" in captured.out
+    assert captured.err == "watch_jax_agent.py: interrupted by SIGINT\n"
+    with Image.open(gif_path) as image:
+        assert image.n_frames == 2
+
+
+def test_sigint_to_the_cli_process_writes_the_gif_so_far(tiny_run, tmp_path):
+    """The real thing: a signal to a running viewer, not a simulated KeyboardInterrupt."""
+    gif_path = tmp_path / "partial.gif"
+    process = subprocess.Popen(
+        [sys.executable, str(SCRIPTS / "watch_jax_agent.py"), str(tiny_run), "--delay", "600",
+         "--gif", str(gif_path)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    try:
+        lines = []
+        for line in process.stdout:  # the first step is shown, then a 600 s pause
+            lines.append(line)
+            if line.startswith("reward "):
+                break
+        process.send_signal(signal.SIGINT)
+        out, err = process.communicate(timeout=120)
+    finally:
+        process.kill()
+    assert process.returncode == cli.EXIT_INTERRUPTED
+    assert err == "watch_jax_agent.py: interrupted by SIGINT\n"
+    assert out == f"wrote {gif_path} (2 frames so far, interrupted)\n"
+    with Image.open(gif_path) as image:
+        assert image.n_frames == 2
