@@ -17,12 +17,9 @@ import matplotlib.pyplot as plt  # noqa: E402  (must follow the backend choice)
 
 from hackmatrix.game import constants as C  # noqa: E402
 from hackmatrix.training import checkpoint as ckpt  # noqa: E402
-
-METRICS_FILE = "metrics.jsonl"
-
-# PPO health thresholds (issue 5): above these lines the update is too large.
-APPROX_KL_LIMIT = 0.08
-CLIP_FRACTION_LIMIT = 0.35
+# The trainer's file and its health thresholds: above those lines the update is too large.
+from hackmatrix.training.metrics import (APPROX_KL_LIMIT, CLIP_FRACTION_LIMIT,  # noqa: E402
+                                         METRICS_FILE)
 
 ACTION_FRACTION_KEYS = ("actions/move_frac", "actions/siphon_frac", "actions/program_frac")
 

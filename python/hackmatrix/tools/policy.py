@@ -24,8 +24,6 @@ from hackmatrix.training import network as net
 # The flat observation of the env: player 10 ++ programs 23 ++ grid 6*6*42 (architecture.md).
 OBS_DIM = C.PLAYER_FEATURES + C.NUM_PROGRAMS + C.NUM_CELLS * C.GRID_CHANNELS
 
-_POLICY_FILE = re.compile(r"^(checkpoint_\d+\.pkl|params_\d+\.npz|final_params\.npz)$")
-
 
 class PolicyLoadError(Exception):
     """The checkpoint is missing, unreadable or does not fit this game (exit code 6)."""
@@ -47,7 +45,7 @@ def latest_checkpoint(checkpoint_dir: str | pathlib.Path) -> pathlib.Path:
     if not root.is_dir():
         raise PolicyLoadError(f"checkpoint directory not found: {root}")
     candidates = [path for folder in [root, *sorted(p for p in root.iterdir() if p.is_dir())]
-                  for path in folder.iterdir() if path.is_file() and _POLICY_FILE.match(path.name)]
+                  for path in folder.iterdir() if path.is_file() and ckpt.is_policy_file(path.name)]
     if not candidates:
         raise PolicyLoadError(f"no checkpoint_*.pkl, params_*.npz or final_params.npz under {root}")
 
@@ -78,7 +76,7 @@ def _reject_folder_of_runs(folder: pathlib.Path) -> None:
     directory, not a run (e.g. `checkpoints` instead of `checkpoints/first`): say how to name
     one of its runs."""
     def has_policy_files(directory: pathlib.Path) -> bool:
-        return any(_POLICY_FILE.match(entry.name) for entry in directory.iterdir())
+        return any(ckpt.is_policy_file(entry.name) for entry in directory.iterdir())
 
     if has_policy_files(folder):
         return

@@ -374,6 +374,25 @@ def load_policy_params(path) -> tuple[dict, dict]:
     raise CheckpointError(f"expected a .pkl checkpoint, a .npz params file or a run directory: {path}")
 
 
+def is_policy_file(name: str) -> bool:
+    """Whether a file name is one a policy loads from: checkpoint_N.pkl, params_N.npz or
+    final_params.npz."""
+    return bool(CHECKPOINT_PATTERN.match(name) or PARAMS_PATTERN.match(name)
+                or name == FINAL_PARAMS_NAME)
+
+
+def params_files_equal(first: Path, second: Path) -> bool:
+    """Whether two params files hold the same arrays (False if either cannot be read)."""
+    if not Path(second).is_file():
+        return False
+    try:
+        with np.load(first) as a, np.load(second) as b:
+            return set(a.files) == set(b.files) and all(
+                np.array_equal(a[key], b[key]) for key in a.files)
+    except Exception:  # an unreadable file is not a copy of anything
+        return False
+
+
 def resolve_policy_file(path) -> Path:
     """The file `load_policy_params(path)` reads: `path` itself, or for a run directory its
     final_params.npz if nothing was saved after it, else its newest checkpoint or params file

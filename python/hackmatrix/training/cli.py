@@ -523,7 +523,7 @@ def _prepare_run_dir(run_dir: Path, saved: dict | None, start_update: int,
     if saved is not None:
         later = ckpt.files_after(run_dir, start_update)
         final = run_dir / ckpt.FINAL_PARAMS_NAME
-        if later == [final] and _same_params(final, ckpt.params_path(run_dir, start_update)):
+        if later == [final] and ckpt.params_files_equal(final, ckpt.params_path(run_dir, start_update)):
             final.unlink()  # the finished run's final params, also saved as params_{update}.npz
             later = []
         removed_lines = metrics_file.remove_records_after(start_update)
@@ -542,17 +542,6 @@ def _prepare_run_dir(run_dir: Path, saved: dict | None, start_update: int,
         folder = ckpt.set_aside(run_dir, leftovers, "earlier_run")
         say(f"[run] warning: {run_dir} held the metrics of an earlier run that saved no "
             f"checkpoint: moved them to {folder}")
-
-
-def _same_params(first: Path, second: Path) -> bool:
-    if not second.is_file():
-        return False
-    try:
-        with np.load(first) as a, np.load(second) as b:
-            return set(a.files) == set(b.files) and all(
-                np.array_equal(a[key], b[key]) for key in a.files)
-    except Exception:  # an unreadable file is not a copy of anything
-        return False
 
 
 def _check_run_name(name: str | None) -> None:
