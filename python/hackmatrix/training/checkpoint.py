@@ -173,8 +173,17 @@ def prune_checkpoints(run_dir: Path, keep: int) -> list[Path]:
 
 
 def load_checkpoint(path: Path) -> dict:
-    """A training checkpoint's state dict; CheckpointError (one line) if it is missing, not a
-    checkpoint, or corrupt."""
+    """A training checkpoint's state dict, checked for resuming: CheckpointError (one line) if
+    it is missing, not a checkpoint, or corrupt, its training config included."""
+    state = read_checkpoint(path)
+    _check_resume_fields(Path(path), state)
+    return state
+
+
+def read_checkpoint(path: Path) -> dict:
+    """A training checkpoint's state dict, checked as far as reading its policy needs (its
+    network and counters; not the training config, which older versions checked less
+    strictly): CheckpointError (one line) if it is missing, not a checkpoint, or corrupt."""
     path = Path(path)
     if not path.is_file():
         raise CheckpointError(f"checkpoint not found: {path}")
@@ -182,7 +191,11 @@ def load_checkpoint(path: Path) -> dict:
         raise CheckpointError(f"{path} holds params only (for inference): resuming needs a "
                               "checkpoint_{update}.pkl or a run directory")
     try:
-        with open(path, "rb") as f:
+        f = open(path, "rb")
+    except OSError as error:
+        raise CheckpointError(f"cannot open checkpoint {path}: {error.strerror}") from None
+    try:
+        with f:
             state = pickle.load(f)
     except Exception as error:  # pickle raises many types on truncated or foreign files
         raise CheckpointError(f"cannot read checkpoint {path}: truncated, or not a checkpoint "
@@ -203,23 +216,37 @@ def load_checkpoint(path: Path) -> dict:
 
 
 def _check_fields(path: Path, state: dict) -> None:
-    """The fields a resume reads before it builds anything: a corrupt value is a CheckpointError
-    here rather than a stray TypeError later."""
-    from hackmatrix.training.config import ConfigError, TrainConfig, validate
-
+    """The fields every reader uses: a corrupt value is a CheckpointError here rather than a
+    stray TypeError later."""
     network = state["network"]
     if not isinstance(network, dict) or not all(
             isinstance(network.get(key), int) for key in NETWORK_KEYS):
         raise CheckpointError(f"{path} is corrupt: its network must give {', '.join(NETWORK_KEYS)}")
     if not isinstance(state["config"], dict):
         raise CheckpointError(f"{path} is corrupt: its config is not a dict")
+    for key in ("update", "timesteps"):
+        if not isinstance(state[key], int) or state[key] < 0:
+            raise CheckpointError(f"{path} is corrupt: {key} is {state[key]!r}")
+
+
+def _check_resume_fields(path: Path, state: dict) -> None:
+    """The fields a resume reads before it builds anything (the arrays are checked against the
+    fresh runner's layout when it is built)."""
+    from hackmatrix.training.config import ConfigError, TrainConfig, validate
+
     try:
         validate(TrainConfig.from_dict(state["config"]))
     except (ConfigError, TypeError, ValueError) as error:
         raise CheckpointError(f"{path} is corrupt: its config is invalid ({_one_line(error)})") from None
-    for key in ("update", "timesteps"):
-        if not isinstance(state[key], int) or state[key] < 0:
-            raise CheckpointError(f"{path} is corrupt: {key} is {state[key]!r}")
+    explicit = state.get("explicit_config", [])
+    if not (isinstance(explicit, (list, tuple)) and all(isinstance(name, str) for name in explicit)):
+        raise CheckpointError(f"{path} is corrupt: explicit_config is {explicit!r}")
+    if not isinstance(state.get("run_name"), (str, type(None))):
+        raise CheckpointError(f"{path} is corrupt: run_name is {state['run_name']!r}")
+    schedule = state["schedule_timesteps"]
+    if not (np.ndim(schedule) == 0 and isinstance(np.asarray(schedule).item(), (int, float))
+            and np.isfinite(np.asarray(schedule).item())):
+        raise CheckpointError(f"{path} is corrupt: schedule_timesteps is {schedule!r}")
 
 
 def _one_line(error: BaseException) -> str:
@@ -353,7 +380,7 @@ def load_policy_params(path) -> tuple[dict, dict]:
     """
     path = resolve_policy_file(path)
     if path.suffix == ".pkl":
-        state = load_checkpoint(path)
+        state = read_checkpoint(path)
         return state["params"], dict(state["network"])
     if path.suffix == ".npz":
         if not path.is_file():

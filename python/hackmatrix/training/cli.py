@@ -1,7 +1,7 @@
 """`train_purejaxrl.py`: flags, the chunk loop, checkpoints, signals and exit codes.
 
 Exit codes: 0 done; 2 any other failure (one line); 3 bad arguments; 6 checkpoint load failure;
-7 interrupted by SIGINT/SIGTERM after saving a checkpoint.
+7 interrupted by SIGINT/SIGTERM (after saving a checkpoint, once training has begun).
 """
 
 from __future__ import annotations
@@ -25,8 +25,7 @@ from hackmatrix import xla_options
 from hackmatrix.training import checkpoint as ckpt
 from hackmatrix.training import devices
 from hackmatrix.training import metrics as M
-from hackmatrix.training.config import (ConfigError, TrainConfig, auto_scale_for_batch_size,
-                                        device_defaults, device_split_error, validate)
+from hackmatrix.training.config import ConfigError, TrainConfig, device_defaults, validate
 from hackmatrix.training.wandb_sink import MODES, WandbSink, new_run_id, resolve_mode
 
 EXIT_OK = 0
@@ -58,7 +57,8 @@ def build_parser() -> argparse.ArgumentParser:
         description="Train an action-masked PPO agent on the pure-JAX HackMatrix environment. "
                     "Defaults suit the device: on CPU a few-minute run that visibly learns; on "
                     "GPU/TPU 2048 envs x 128 steps. Exit codes: 0 done, 2 failure, 3 bad "
-                    "arguments, 6 checkpoint load failure, 7 interrupted (checkpoint saved).",
+                    "arguments, 6 checkpoint load failure, 7 interrupted (a checkpoint saved once "
+                    "training has begun).",
         epilog="On CPU the game compiles in a fast-compile mode (~25% quicker to compile, ~10% "
                "slower to run); for a long CPU run set HACKMATRIX_CPU_COMPILE=throughput "
                "(hackmatrix/xla_options.py).")
@@ -127,6 +127,9 @@ def build_parser() -> argparse.ArgumentParser:
                             "have credentials and the server answers within 2 s, else offline)")
     wandb.add_argument("--no-artifact", action="store_true", default=None,
                        help="do not upload checkpoints as wandb artifacts")
+    wandb.add_argument("--artifact", dest="no_artifact", action="store_false", default=None,
+                       help="upload checkpoints as artifacts (the default; on a resume, undoes "
+                            "the run's --no-artifact)")
 
     output = parser.add_argument_group("output")
     output.add_argument("--log-interval", type=int,
@@ -180,10 +183,10 @@ def _explicit_values(args) -> dict:
 def _fresh_config(args, backend: str, available_devices: int) -> tuple[TrainConfig, dict, set]:
     """(config, auto-scaled changes, the config fields the user set)."""
     explicit = _explicit_values(args)
-    config, scaled = auto_scale_for_batch_size(
-        TrainConfig(**{**device_defaults(backend), **explicit}), frozenset(explicit))
-    if "num_devices" not in explicit and backend != "cpu":
-        config = devices.most_devices_that_fit(config, available_devices)
+    config = TrainConfig(**{**device_defaults(backend), **explicit})
+    counts = ([config.num_devices] if "num_devices" in explicit or backend == "cpu"
+              else range(available_devices, 0, -1))
+    config, scaled = devices.fit_device_count(config, counts, frozenset(explicit))
     return config, scaled, set(explicit)
 
 
@@ -199,19 +202,22 @@ def _resumed_config(args, saved: dict, available_devices: int,
             raise ckpt.CheckpointError(
                 f"architecture mismatch: --{name.replace('_', '-')} {explicit[name]} but the "
                 f"checkpoint has {getattr(saved_config, name)}")
-    config, scaled = dataclasses.replace(saved_config, **explicit), {}
+    config = dataclasses.replace(saved_config, **explicit)
     user_set = set_before | set(explicit)
+    rescale = None
     if config.batch_size != saved_config.batch_size:
         # A new batch size: re-derive the minibatching the user left to auto-scaling.
         defaults = TrainConfig()
         config = dataclasses.replace(config, **{
             name: getattr(defaults, name) for name in ("num_minibatches", "update_epochs")
             if name not in user_set})
-        config, scaled = auto_scale_for_batch_size(config, frozenset(user_set))
-    if "num_devices" not in explicit and (
-            config.num_devices > available_devices
-            or device_split_error(config, config.num_devices) is not None):
-        config = devices.most_devices_that_fit(config, available_devices)
+        rescale = frozenset(user_set)
+    # The count given now, else the checkpoint's if it still fits, else the most that fit.
+    counts = [config.num_devices]
+    if "num_devices" not in explicit:
+        counts = [count for count in counts if count <= available_devices]
+        counts += range(available_devices, 0, -1)
+    config, scaled = devices.fit_device_count(config, counts, rescale)
     if config.num_devices != saved_config.num_devices:
         say(f"[resume] warning: num_devices {saved_config.num_devices} -> {config.num_devices}: "
             "the run continues, but not bit-identically to one that kept "
@@ -228,11 +234,15 @@ def _restore_leaves(template, leaves, what: str):
     import jax
     import jax.numpy as jnp
     template_leaves, treedef = jax.tree.flatten(template)
-    if len(leaves) != len(template_leaves) or any(
+    if not isinstance(leaves, (list, tuple)) or len(leaves) != len(template_leaves) or any(
             np.shape(saved) != np.shape(fresh) for saved, fresh in zip(leaves, template_leaves)):
         raise ckpt.CheckpointError(f"checkpoint {what} does not match this build's layout")
-    return jax.tree.unflatten(treedef, [jnp.asarray(saved, dtype=fresh.dtype)
-                                        for saved, fresh in zip(leaves, template_leaves)])
+    try:
+        restored = [jnp.asarray(saved, dtype=fresh.dtype)
+                    for saved, fresh in zip(leaves, template_leaves)]
+    except (TypeError, ValueError) as error:
+        raise ckpt.CheckpointError(f"checkpoint {what} is corrupt ({type(error).__name__})") from None
+    return jax.tree.unflatten(treedef, restored)
 
 
 def _restore_runner(fresh, saved: dict, config: TrainConfig, keep_optimizer: bool, say):
@@ -268,11 +278,13 @@ def _restore_runner(fresh, saved: dict, config: TrainConfig, keep_optimizer: boo
         envs = fresh.envs._replace(
             env_state=_restore_leaves(fresh.envs.env_state, saved["env_state"], "env state"),
             obs=_restore_leaves(fresh.envs.obs, saved["env_obs"], "observations"),
-            episode_return=jnp.asarray(saved["episode_return"], jnp.float32),
-            episode_length=jnp.asarray(saved["episode_length"], jnp.int32))
+            episode_return=_restore_leaves(fresh.envs.episode_return, [saved["episode_return"]],
+                                           "episode returns"),
+            episode_length=_restore_leaves(fresh.envs.episode_length, [saved["episode_length"]],
+                                           "episode lengths"))
     else:
         envs = fresh.envs  # the saved env states do not fit the new env count: start new games
-    rng = jnp.asarray(saved["rng"], dtype=fresh.rng.dtype)
+    rng = _restore_leaves(fresh.rng, [saved["rng"]], "random state")
     return fresh._replace(train=train, envs=envs, rng=rng)
 
 
@@ -473,20 +485,48 @@ RUN_OPTION_DEFAULTS = {"save_interval_minutes": 10.0, "save_interval": None, "ke
 
 
 def run_options(args, saved: dict | None) -> dict:
-    """The run's options: given now, else the checkpoint's, else the defaults; validated."""
+    """The run's options: given now, else the checkpoint's, else the defaults; validated (a bad
+    saved value is a corrupt checkpoint, a bad given one a bad argument)."""
     given = {name: getattr(args, name) for name in RUN_OPTION_DEFAULTS
              if getattr(args, name) is not None}
     if "save_interval_minutes" in given and "save_interval" not in given:
         given["save_interval"] = None  # a timer asked for now replaces a saved update interval
-    options = {**RUN_OPTION_DEFAULTS, **(saved or {}).get("run_options", {}), **given}
-    minutes = options["save_interval_minutes"]
-    if not (minutes >= 0 and math.isfinite(minutes)):
-        raise UsageError(f"--save-interval-minutes must be a finite number >= 0, got {minutes}")
-    if options["keep_checkpoints"] < 0:
-        raise UsageError(f"--keep-checkpoints must be >= 0, got {options['keep_checkpoints']}")
-    if options["save_interval"] is not None and options["save_interval"] < 1:
-        raise UsageError(f"--save-interval must be >= 1, got {options['save_interval']}")
+    if given.get("wandb_mode") in ("online", "offline") and "wandb" not in given:
+        given["wandb"] = True  # e.g. resuming a --no-wandb run with --wandb-mode offline
+    stored = (saved or {}).get("run_options", {})
+    if not isinstance(stored, dict):
+        raise ckpt.CheckpointError("the checkpoint is corrupt: its run options are not a dict")
+    stored = {name: value for name, value in stored.items() if name in RUN_OPTION_DEFAULTS}
+    if (problem := _options_problem({**RUN_OPTION_DEFAULTS, **stored})) is not None:
+        raise ckpt.CheckpointError(f"the checkpoint is corrupt: its run options say {problem}")
+    options = {**RUN_OPTION_DEFAULTS, **stored, **given}
+    if (problem := _options_problem(options)) is not None:
+        raise UsageError(problem)
     return options
+
+
+def _options_problem(options: dict) -> str | None:
+    """What is wrong with a set of run options, or None."""
+    def whole(value):
+        return isinstance(value, int) and not isinstance(value, bool)
+    minutes = options["save_interval_minutes"]
+    if not ((whole(minutes) or isinstance(minutes, float)) and minutes >= 0
+            and math.isfinite(minutes)):
+        return f"--save-interval-minutes must be a finite number >= 0, got {minutes!r}"
+    if not (whole(options["keep_checkpoints"]) and options["keep_checkpoints"] >= 0):
+        return f"--keep-checkpoints must be a whole number >= 0, got {options['keep_checkpoints']!r}"
+    interval = options["save_interval"]
+    if interval is not None and not (whole(interval) and interval >= 1):
+        return f"--save-interval must be a whole number >= 1, got {interval!r}"
+    for name in ("wandb", "no_artifact"):
+        if not isinstance(options[name], bool):
+            return f"{name} must be true or false, got {options[name]!r}"
+    if options["wandb_mode"] not in (None, *MODES):
+        return f"--wandb-mode must be one of {', '.join(MODES)}, got {options['wandb_mode']!r}"
+    for name in ("wandb_project", "wandb_entity"):
+        if not (isinstance(options[name], str) or (name == "wandb_entity" and options[name] is None)):
+            return f"--{name.replace('_', '-')} must be text, got {options[name]!r}"
+    return None
 
 
 def _check_resume_flags(args, saved: dict, run_dir: Path, say) -> None:
@@ -526,12 +566,12 @@ def _prepare_run_dir(run_dir: Path, saved: dict | None, start_update: int,
         if later == [final] and ckpt.params_files_equal(final, ckpt.params_path(run_dir, start_update)):
             final.unlink()  # the finished run's final params, also saved as params_{update}.npz
             later = []
-        removed_lines = metrics_file.remove_records_after(start_update)
-        if later or removed_lines:
+        kept_lines, later_lines = metrics_file.split_after(start_update)
+        if later or later_lines:
             folder = ckpt.set_aside(run_dir, later, f"after_update_{start_update}")
-            if removed_lines:
-                ckpt.atomic_write(folder / M.METRICS_FILE, lambda f: f.write(
-                    "".join(line + "\n" for line in removed_lines).encode()))
+            if later_lines:  # the copy first: an interruption between the two loses nothing
+                M.write_lines(folder / M.METRICS_FILE, later_lines)
+                metrics_file.rewrite(kept_lines)
             if later:
                 say(f"[resume] the run had saved past update {start_update}: moved "
                     f"{', '.join(p.name for p in later)} to {folder}")
@@ -542,6 +582,18 @@ def _prepare_run_dir(run_dir: Path, saved: dict | None, start_update: int,
         folder = ckpt.set_aside(run_dir, leftovers, "earlier_run")
         say(f"[run] warning: {run_dir} held the metrics of an earlier run that saved no "
             f"checkpoint: moved them to {folder}")
+
+
+def _check_fresh_run_dir(run_dir: Path) -> None:
+    """A new run never writes over an earlier run's checkpoints or params files."""
+    if ckpt.list_checkpoints(run_dir):
+        raise UsageError(f"{run_dir} already holds checkpoints: add --resume to continue it, "
+                         "or choose another --run-name")
+    held = sorted(entry.name for entry in run_dir.iterdir() if ckpt.is_policy_file(entry.name))
+    if held:
+        shown = ", ".join(held[:3]) + (f" and {len(held) - 3} more" if len(held) > 3 else "")
+        raise UsageError(f"{run_dir} already holds the params of an earlier run ({shown}): "
+                         "choose another --run-name, or move them away")
 
 
 def _check_run_name(name: str | None) -> None:
@@ -587,9 +639,6 @@ def _train(args, signals: _Signals, cleanup: contextlib.ExitStack) -> int:
         config, scaled, explicit_config = _fresh_config(args, backend, available_devices)
         run_name = args.run_name or datetime.now().strftime("ppo_%Y%m%d-%H%M%S")
         run_dir = Path(args.checkpoint_dir) / run_name
-        if ckpt.list_checkpoints(run_dir):
-            raise UsageError(f"{run_dir} already holds checkpoints: add --resume to continue it, "
-                             "or choose another --run-name")
         start_update, start_timesteps = 0, 0
     validate(config)
     if (error := devices.missing_devices_error(config.num_devices)) is not None:
@@ -640,6 +689,8 @@ def _train(args, signals: _Signals, cleanup: contextlib.ExitStack) -> int:
         raise UsageError(f"another trainer (pid {lock.holder()}) is writing {run_dir}; wait for "
                          "it to end, or choose another --run-name")
     cleanup.callback(lock.release)
+    if saved is None:
+        _check_fresh_run_dir(run_dir)  # under the lock: no other trainer can write it meanwhile
     metrics_file = M.MetricsFile(run_dir)
     _prepare_run_dir(run_dir, saved, start_update, metrics_file, say)
     trainer = make_trainer(config, env, env_params)
@@ -757,7 +808,7 @@ def _train(args, signals: _Signals, cleanup: contextlib.ExitStack) -> int:
                     save_checkpoint(f"every {options['save_interval_minutes']:g} minutes")
                     last_save_time = time.monotonic()
 
-        if signals.signal_name is not None:
+        if signals.signal_name is not None and update < num_updates:
             if window.updates:
                 log_window()  # the episodes of a part-finished log window
             save_checkpoint(signals.signal_name)

@@ -114,7 +114,7 @@ def auto_scale_for_batch_size(config: TrainConfig,
         if candidates:
             num_minibatches = min(candidates, key=lambda d: (abs(math.log(d / target)), d))
     update_epochs = config.update_epochs
-    if "update_epochs" not in explicit:
+    if "update_epochs" not in explicit and num_minibatches >= 1:  # else `validate` reports it
         update_epochs = max(1, min(config.update_epochs,
                                    round(TARGET_GRADIENT_STEPS / num_minibatches)))
     if num_minibatches != config.num_minibatches:

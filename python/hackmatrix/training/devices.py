@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from hackmatrix.training.config import TrainConfig, device_split_error
+from hackmatrix.training.config import (TrainConfig, auto_scale_for_batch_size,
+                                        device_split_error)
 
 
 def request_cpu_devices(count: int) -> None:
@@ -33,10 +34,18 @@ def missing_devices_error(requested: int) -> str | None:
             f"{jax.default_backend()} device(s)")
 
 
-def most_devices_that_fit(config: TrainConfig, available: int) -> TrainConfig:
-    """`config` with num_devices the largest count up to `available` that splits its envs and
-    minibatches evenly; 1 if none does (minibatches that do not divide the batch, which
-    `validate` then reports)."""
-    count = max((n for n in range(1, available + 1) if device_split_error(config, n) is None),
-                default=1)
-    return dataclasses.replace(config, num_devices=count)
+def fit_device_count(config: TrainConfig, counts,
+                     user_set: frozenset[str] | None = None) -> tuple[TrainConfig, dict]:
+    """(`config` on the first of `counts` that splits its envs and minibatches evenly, or on the
+    last one tried if none does, which `validate` then reports; the auto-scaled changes).
+
+    With `user_set` (the config fields the user set), the minibatches are auto-scaled for each
+    count tried, since `auto_scale_for_batch_size` splits each device's share: count and
+    minibatches then fit together. Without it they stay as they are."""
+    for count in counts:
+        candidate = dataclasses.replace(config, num_devices=count)
+        candidate, changes = ((candidate, {}) if user_set is None
+                              else auto_scale_for_batch_size(candidate, user_set))
+        if device_split_error(candidate, count) is None:
+            break
+    return candidate, changes

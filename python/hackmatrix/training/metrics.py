@@ -162,24 +162,33 @@ class MetricsFile:
     def __init__(self, run_dir: Path):
         self.path = Path(run_dir) / METRICS_FILE
 
-    def remove_records_after(self, update: int) -> list[str]:
-        """Removes the lines logged after `update` (a run resumed there logs them anew) and
-        returns them. Unreadable lines (a write cut short by a kill) are dropped."""
+    def split_after(self, update: int) -> tuple[list[str], list[str]]:
+        """(the lines logged up to `update`, the others): a run resumed at `update` logs the
+        later ones anew. A line without a whole-number update (a write cut short by a kill, or
+        an edited file) counts as later, so that it is set aside rather than lost."""
         if not self.path.is_file():
-            return []
-        kept, removed = [], []
+            return [], []
+        kept, later = [], []
         for line in self.path.read_text().splitlines():
             try:
-                logged_update = json.loads(line).get("update", 0)
+                logged_update = json.loads(line).get("update")
             except (json.JSONDecodeError, AttributeError):
-                continue
-            (kept if logged_update <= update else removed).append(line)
-        atomic_write(self.path, lambda f: f.write("".join(l + "\n" for l in kept).encode()))
-        return removed
+                logged_update = None
+            is_kept = isinstance(logged_update, int) and logged_update <= update
+            (kept if is_kept else later).append(line)
+        return kept, later
+
+    def rewrite(self, lines: list[str]) -> None:
+        write_lines(self.path, lines)
 
     def write(self, record: dict) -> None:
         with open(self.path, "a") as f:
             f.write(json.dumps(json_safe(record)) + "\n")
+
+
+def write_lines(path: Path, lines: list[str]) -> Path:
+    """Replaces `path` atomically with `lines`, one per line."""
+    return atomic_write(path, lambda f: f.write("".join(line + "\n" for line in lines).encode()))
 
 
 def write_summary(run_dir: Path, summary: dict) -> Path:

@@ -79,6 +79,21 @@ def test_sigint_checkpoint_then_resume_gives_bit_identical_params(tmp_path, monk
     assert capsys.readouterr().out.count(f"num_devices={num_devices} ") == 3
 
 
+def test_a_signal_during_the_last_chunk_lets_the_run_complete(tmp_path, monkeypatch, capsys):
+    format_line = cli.M.format_line
+    def interrupting_format_line(record, *args):
+        if record["update"] == UPDATES:
+            os.kill(os.getpid(), signal.SIGINT)
+        return format_line(record, *args)
+    monkeypatch.setattr(cli.M, "format_line", interrupting_format_line)
+    assert cli.main([*TINY, *TOTAL, "--checkpoint-dir", str(tmp_path), "--run-name", "last",
+                     "--no-wandb"]) == 0
+    run_dir = tmp_path / "last"
+    assert (run_dir / "final_params.npz").is_file()
+    assert json.loads((run_dir / "summary.json").read_text())["status"] == "completed"
+    assert "[signal] SIGINT" in capsys.readouterr().out
+
+
 def test_truncated_checkpoint_exits_6(tmp_path, capsys):
     run_dir = tmp_path / "broken"
     run_dir.mkdir()
@@ -97,6 +112,7 @@ def test_truncated_checkpoint_exits_6(tmp_path, capsys):
     ["--total-timesteps", "ten"],
     ["--num-devices", "0"],
     ["--num-envs", "6", "--num-devices", "4"],
+    ["--num-envs", "512", "--num-minibatches", "0"],  # 0 reaches validate, not a division
 ])
 def test_bad_flags_exit_3_with_the_reason(argv, capsys):
     assert cli.main(argv + ["--no-wandb"]) == cli.EXIT_BAD_ARGS
@@ -118,7 +134,7 @@ def test_help_documents_every_flag(capsys):
                  "--seed", "--num-devices", "--checkpoint-dir", "--run-name", "--save-interval-minutes",
                  "--save-interval", "--keep-checkpoints", "--resume", "--keep-optimizer",
                  "--wandb", "--no-wandb", "--wandb-project", "--wandb-entity", "--wandb-mode",
-                 "--no-artifact", "--log-interval", "--verbose"):
+                 "--no-artifact", "--artifact", "--log-interval", "--verbose"):
         assert flag in text
 
 

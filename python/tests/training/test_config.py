@@ -4,7 +4,8 @@ import pytest
 
 from hackmatrix.training.config import (ConfigError, TrainConfig, auto_scale_for_batch_size,
                                         validate)
-from hackmatrix.training.devices import most_devices_that_fit
+from hackmatrix.training import cli
+from hackmatrix.training.devices import fit_device_count
 
 
 def scaled(num_envs, num_steps=128, explicit=frozenset(), **values):
@@ -71,7 +72,7 @@ def test_validation_reports_the_reason(values, reason):
 def test_default_device_count_is_the_most_that_split_the_batch(num_envs, num_steps, available,
                                                                 expected):
     config = TrainConfig(num_envs=num_envs, num_steps=num_steps, total_timesteps=10**9)
-    fitted = most_devices_that_fit(config, available)
+    fitted, _ = fit_device_count(config, range(available, 0, -1))
     assert fitted.num_devices == expected
     validate(fitted)
 
@@ -94,9 +95,20 @@ def test_an_awkward_batch_keeps_the_configured_minibatches_and_is_rejected_with_
 
 def test_no_device_count_fits_minibatches_that_do_not_split_the_batch():
     config = TrainConfig(num_envs=8, num_steps=16, num_minibatches=3, total_timesteps=10**9)
-    assert most_devices_that_fit(config, 8).num_devices == 1
+    fitted, _ = fit_device_count(config, range(8, 0, -1))
+    assert fitted.num_devices == 1
     with pytest.raises(ConfigError, match="not divisible by num_minibatches 3"):
-        validate(most_devices_that_fit(config, 8))
+        validate(fitted)
+
+
+def test_a_fresh_runs_default_device_count_and_minibatches_fit_together():
+    # 768 envs on a 3-GPU box: auto-scaling for one device would pick 12 minibatches, which
+    # split no 3-way share; chosen together, all 3 devices run 16 minibatches of 6,144.
+    args = cli.build_parser().parse_args(["--num-envs", "768"])
+    config, scaled, _ = cli._fresh_config(args, "gpu", 3)
+    assert (config.num_devices, config.num_minibatches, config.update_epochs) == (3, 16, 2)
+    assert scaled == {"num_minibatches": (4, 16), "update_epochs": (4, 2)}
+    validate(config)
 
 
 @pytest.mark.parametrize("values, reason", [

@@ -7,10 +7,12 @@ import os
 import pickle
 import shutil
 
+import numpy as np
 import pytest
 
 from hackmatrix.training import checkpoint as ckpt
 from hackmatrix.training import cli
+from hackmatrix.training import metrics as M
 from hackmatrix.training.config import TrainConfig
 
 from tiny_runs import TINY, TOTAL, UPDATES, assert_same_params, load_params, resume, train
@@ -110,6 +112,21 @@ def test_a_fresh_run_sets_aside_the_metrics_of_a_run_that_saved_no_checkpoint(tm
     assert (aside / "metrics.jsonl").read_text() == earlier
 
 
+def test_a_fresh_run_never_writes_over_the_params_files_of_an_earlier_run(tmp_path, capsys):
+    run_dir = tmp_path / "kept"
+    run_dir.mkdir()
+    (run_dir / "final_params.npz").write_bytes(b"mine")
+    (run_dir / "params_6.npz").write_bytes(b"mine too")
+    assert train(tmp_path, "kept") == cli.EXIT_BAD_ARGS
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line.endswith("already holds the params of an earlier run (final_params.npz, "
+                         "params_6.npz): choose another --run-name, or move them away")
+    assert (run_dir / "final_params.npz").read_bytes() == b"mine"
+    assert (run_dir / "params_6.npz").read_bytes() == b"mine too"
+    assert sorted(p.name for p in run_dir.iterdir()) == [".lock", "final_params.npz",
+                                                          "params_6.npz"]
+
+
 def test_a_second_trainer_on_the_same_run_exits_3_at_once(tmp_path, capsys):
     lock = ckpt.RunLock(tmp_path / "busy")
     assert lock.acquire()
@@ -147,6 +164,13 @@ def _corrupt(state, key, value):
     ("lr", "x", "its config is invalid"),
     ("num_actions", None, "its network must give"),
     ("update", -1, "update is -1"),
+    ("run_options", ["x"], "its run options are not a dict"),
+    ("run_options", {"keep_checkpoints": "5"},
+     "its run options say --keep-checkpoints must be a whole number >= 0, got '5'"),
+    ("explicit_config", 5, "explicit_config is 5"),
+    ("schedule_timesteps", "x", "schedule_timesteps is 'x'"),
+    ("episode_return", np.zeros(3, np.float32), "episode returns does not match"),
+    ("rng", np.zeros(3, np.uint32), "random state does not match"),
 ])
 def test_a_corrupt_checkpoint_field_exits_6_with_one_line(finished_run, tmp_path, capsys,
                                                           key, value, message):
@@ -154,9 +178,25 @@ def test_a_corrupt_checkpoint_field_exits_6_with_one_line(finished_run, tmp_path
     path = tmp_path / "run" / "checkpoint_6.pkl"
     path.parent.mkdir()
     path.write_bytes(pickle.dumps(_corrupt(state, key, value)))
-    assert resume(tmp_path, str(path)) == cli.EXIT_CHECKPOINT
+    # Two more updates to run, so that the arrays are checked too (before compiling).
+    more = ["--total-timesteps", str(8 * 16 * (UPDATES + 2))]
+    assert resume(tmp_path, str(path), *more) == cli.EXIT_CHECKPOINT
     (line,) = capsys.readouterr().err.strip().splitlines()
     assert message in line
+
+
+def test_the_tools_load_a_checkpoint_whose_config_older_versions_accepted(finished_run, tmp_path):
+    # A seed of -1 passed before seeds were checked: such a run cannot resume, but its policy
+    # still loads for watching and evaluation.
+    state = ckpt.load_checkpoint(finished_run / "checkpoint_6.pkl")
+    path = tmp_path / "checkpoint_6.pkl"
+    path.write_bytes(pickle.dumps({**state, "config": {**state["config"], "seed": -1}}))
+    params, network = ckpt.load_policy_params(path)
+    assert network == state["network"]
+    assert_same_params(load_params(finished_run / "params_6.npz"),
+                       ckpt.flatten_params(params))
+    with pytest.raises(ckpt.CheckpointError, match="its config is invalid"):
+        ckpt.load_checkpoint(path)
 
 
 def test_resume_from_a_params_file_says_it_holds_params_only(finished_run, capsys):
@@ -196,11 +236,28 @@ def test_run_options_come_from_the_command_line_then_the_checkpoint_then_the_def
     assert cli.run_options(_args("--keep-checkpoints", "7"), saved)["keep_checkpoints"] == 7
 
 
+def test_wandb_and_artifact_flags_given_on_resume_override_the_saved_ones():
+    saved = {"run_options": {**cli.RUN_OPTION_DEFAULTS, "wandb": False, "no_artifact": True}}
+    assert cli.run_options(_args("--wandb-mode", "offline"), saved)["wandb"] is True
+    assert cli.run_options(_args("--wandb-mode", "disabled"), saved)["wandb"] is False
+    assert cli.run_options(_args("--no-wandb", "--wandb-mode", "offline"), saved)["wandb"] is False
+    assert cli.run_options(_args("--artifact"), saved)["no_artifact"] is False
+    assert cli.run_options(_args(), saved)["no_artifact"] is True
+
+
+def test_metrics_lines_a_resume_cannot_place_are_set_aside_not_dropped(tmp_path):
+    metrics_file = M.MetricsFile(tmp_path)
+    metrics_file.path.write_text('{"update": 2}\n{"update": null}\n[4]\n{"update": 4}\n{"upd\n')
+    kept, later = metrics_file.split_after(2)
+    assert kept == ['{"update": 2}']
+    assert later == ['{"update": null}', "[4]", '{"update": 4}', '{"upd']
+
+
 @pytest.mark.parametrize("argv, reason", [
     (["--save-interval-minutes", "nan"], "--save-interval-minutes must be a finite number >= 0"),
     (["--save-interval-minutes", "-1"], "--save-interval-minutes must be a finite number >= 0"),
-    (["--keep-checkpoints", "-1"], "--keep-checkpoints must be >= 0"),
-    (["--save-interval", "0"], "--save-interval must be >= 1"),
+    (["--keep-checkpoints", "-1"], "--keep-checkpoints must be a whole number >= 0"),
+    (["--save-interval", "0"], "--save-interval must be a whole number >= 1"),
 ])
 def test_bad_run_options_are_usage_errors(argv, reason):
     with pytest.raises(cli.UsageError, match=reason):
