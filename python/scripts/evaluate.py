@@ -78,8 +78,9 @@ def main(argv=None) -> int:
         parser.error("nothing to evaluate: give a CHECKPOINT, --latest or --baselines")
 
     def body():
-        if args.json:
+        if args.json is not None:
             cli.check_output_file(args.json, "--json")
+            cli.keep_working_if_stdout_closes()
 
         import json
         import pathlib
@@ -89,16 +90,13 @@ def main(argv=None) -> int:
         from hackmatrix.tools import baselines, evaluation, policy, report
         from hackmatrix.training import checkpoint as ckpt
 
-        try:
-            sources = list(args.checkpoints)
-            if args.latest:
-                sources.append(str(policy.latest_checkpoint(args.checkpoint_dir)))
-            # Resolved once: a run still training may write a newer file before loading ends.
-            files = [policy.resolve_policy_file(source) for source in sources]
-            _reject_duplicates(sources, files, baseline_names)
-            loaded = [policy.load_policy(file) for file in files]
-        except policy.PolicyLoadError as error:
-            raise cli.ToolError(str(error), cli.EXIT_BAD_CHECKPOINT) from None
+        sources = list(args.checkpoints)
+        if args.latest:
+            sources.append(str(policy.latest_checkpoint(args.checkpoint_dir)))
+        # Resolved once: a run still training may write a newer file before loading ends.
+        files = [policy.resolve_policy_file(source) for source in sources]
+        _reject_duplicates(sources, files, baseline_names)
+        loaded = [policy.load_policy(file) for file in files]
         policies = [policy.network_policy(checkpoint, args.deterministic, name=source)
                     for source, checkpoint in zip(sources, loaded)]
         policies += [baselines.baseline(name) for name in baseline_names]
@@ -107,8 +105,7 @@ def main(argv=None) -> int:
         print(f"{args.episodes} episodes per policy, seed {args.seed}, max {args.max_steps} "
               f"steps, checkpoints {mode}")
         for source, checkpoint in zip(sources, loaded):
-            print(f"{source}: {checkpoint.file} ({checkpoint.network_config.get('num_layers')} x "
-                  f"{checkpoint.network_config.get('hidden_dim')} MLP)")
+            print(f"{source}: {checkpoint.file} ({checkpoint.architecture})")
         key = jax.random.key(args.seed)
         summaries = {}
         for candidate in policies:
@@ -117,8 +114,7 @@ def main(argv=None) -> int:
         for source, checkpoint in zip(sources, loaded):
             summaries[source]["checkpoint_file"] = str(checkpoint.file)
         print(report.evaluation_table(summaries))
-
-        if args.json:
+        if args.json is not None:
             text = json.dumps(summaries, indent=2) + "\n"
             ckpt.atomic_write(pathlib.Path(args.json), lambda file: file.write(text.encode()))
             print(f"wrote {args.json}")

@@ -17,6 +17,7 @@ session ends when the game ends (death, victory, or a scenario where no action i
 `q`, or at the end of the input.
 """
 
+import re
 import sys
 
 from hackmatrix.tools import cli
@@ -56,7 +57,7 @@ def parse_command(text: str):
         return QUIT
     if command in DIRECTION_COMMANDS:
         return DIRECTION_COMMANDS[command]
-    if command.lstrip("+-").isdigit():
+    if re.fullmatch(r"[+-]?[0-9]+", command):  # not str.isdigit: it takes "²", and "--5"
         action = int(command)
         if 0 <= action < C.NUM_ACTIONS:
             return action

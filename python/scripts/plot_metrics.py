@@ -25,10 +25,11 @@ def main(argv=None) -> int:
 
         run_dir = pathlib.Path(args.run_dir)
         folder = run_dir if run_dir.is_dir() else run_dir.parent
-        output = args.output or str(folder / "training_curves.png")
+        given = args.output is not None
+        output = args.output if given else str(folder / "training_curves.png")
         # The default's folder is checked too: a missing RUN_DIR is reported below as such (6).
-        if args.output or folder.is_dir():
-            cli.check_output_file(output, "-o" if args.output else "output")
+        if given or folder.is_dir():
+            cli.check_output_file(output, "-o" if given else "output")
 
         from hackmatrix.tools import plotting
 

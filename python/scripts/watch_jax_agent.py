@@ -52,25 +52,19 @@ def main(argv=None) -> int:
         parser.error("--episodes, --max-steps and --top must be at least 1")
 
     def body():
-        if args.gif:
+        if args.gif is not None:
             cli.check_output_file(args.gif, "--gif")
 
         from hackmatrix.tools import policy, viewer
 
-        try:
-            source = args.checkpoint or policy.latest_checkpoint(args.checkpoint_dir)
-            loaded = policy.load_policy(source)
-        except policy.PolicyLoadError as error:
-            raise cli.ToolError(str(error), cli.EXIT_BAD_CHECKPOINT) from None
-
         start_state = cli.load_scenario(args.scenario) if args.scenario else None
+        loaded = policy.load_policy(args.checkpoint or policy.latest_checkpoint(args.checkpoint_dir))
 
         # Escape sequences only for a terminal and never with --no-color; in step mode the
         # board scrolls so that the previous step stays readable above the prompt.
         escapes = sys.stdout.isatty() and not args.no_color
         mode = "argmax" if args.deterministic else "sampling"
-        print(f"watching {loaded.file} ({loaded.network_config.get('num_layers')} x "
-              f"{loaded.network_config.get('hidden_dim')} MLP, {mode})")
+        print(f"watching {loaded.file} ({loaded.architecture}, {mode})")
         options = viewer.ViewerOptions(
             episodes=args.episodes, deterministic=args.deterministic, delay=args.delay,
             step_mode=args.step, seed=args.seed, scenario=start_state, max_steps=args.max_steps,

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import pathlib
 import signal
 import sys
@@ -28,7 +29,7 @@ EXIT_INTERRUPTED = 7  # the trainer's code for the same event
 EXIT_CODES_HELP = """exit codes:
   0  ok
   2  other failure
-  3  bad arguments, or an output file that cannot be written
+  3  bad arguments, an output file that cannot be written, or a malformed scenario file
   6  missing or incompatible checkpoint, run directory or input file
   7  interrupted (SIGINT or SIGTERM)"""
 
@@ -82,12 +83,18 @@ def seconds(text: str) -> float:
 
 def check_output_file(path: str, flag: str) -> pathlib.Path:
     """Makes sure `path` can be written before any work starts, so a typo never costs a whole
-    run: its directory must exist and accept a new file, and the path must not be a directory.
-    ToolError with exit 3 otherwise. Nothing is left behind (an existing file is untouched)."""
+    run: its directory must exist and accept a new file, and the path must be new or a regular
+    file (the output replaces it: a device or a pipe must not become a file). ToolError with
+    exit 3 otherwise. Nothing is left behind (an existing file is untouched)."""
+    if not path:
+        raise ToolError(f"{flag}: the path is empty", EXIT_BAD_ARGUMENTS)
     output = pathlib.Path(path)
     folder = output.parent
     if output.is_dir():
         raise ToolError(f"{flag} {path}: is a directory", EXIT_BAD_ARGUMENTS)
+    if output.exists() and not output.is_file():
+        raise ToolError(f"{flag} {path}: is not a regular file (a device, pipe or socket)",
+                        EXIT_BAD_ARGUMENTS)
     if not folder.is_dir():
         raise ToolError(f"{flag} {path}: directory {folder} does not exist", EXIT_BAD_ARGUMENTS)
     # A real probe rather than os.access: root passes every permission test, yet cannot create
@@ -107,6 +114,48 @@ def _raise_interrupted(signum, frame):
     raise Interrupted(signal.Signals(signum).name)
 
 
+class _ReaderMayLeave:
+    """sys.stdout for a tool whose product is a file: once the reader has gone (`| head`), the
+    rest of the output is dropped instead of stopping the work."""
+
+    def __init__(self, stream):
+        self.stream = stream
+
+    def write(self, text: str) -> int:
+        try:
+            return self.stream.write(text)
+        except BrokenPipeError:
+            _discard_stdout(self.stream)
+            return len(text)
+
+    def flush(self) -> None:
+        try:
+            self.stream.flush()
+        except BrokenPipeError:
+            _discard_stdout(self.stream)
+
+    def __getattr__(self, name):
+        return getattr(self.stream, name)
+
+
+def keep_working_if_stdout_closes() -> None:
+    """Called by a tool whose file output (e.g. --json) is the point of the run: a closed stdout
+    then no longer ends it. `run_main` restores sys.stdout afterwards."""
+    sys.stdout = _ReaderMayLeave(sys.stdout)
+
+
+def _discard_stdout(stream) -> None:
+    """Points the process's stdout at /dev/null once its reader has gone, so that later writes
+    and the interpreter's last flush at exit succeed instead of failing again (exit 120)."""
+    try:
+        descriptor = stream.fileno()
+    except (AttributeError, OSError, ValueError):  # not a real file (e.g. a test's StringIO)
+        return
+    null = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(null, descriptor)
+    os.close(null)
+
+
 def run_main(prog: str, body) -> int:
     """Runs `body()` and turns every failure into a one-line message and an exit code.
 
@@ -114,8 +163,10 @@ def run_main(prog: str, body) -> int:
     come back afterwards (the tests run many CLIs in one process)."""
     previous = {signum: signal.signal(signum, _raise_interrupted)
                 for signum in (signal.SIGINT, signal.SIGTERM)}
+    stdout = sys.stdout
     try:
         body()
+        sys.stdout.flush()  # here, where a reader that has gone is caught below
     except ToolError as error:
         print(f"{prog}: error: {error}", file=sys.stderr)
         return error.exit_code
@@ -124,12 +175,14 @@ def run_main(prog: str, body) -> int:
         print(f"{prog}: interrupted by {name}", file=sys.stderr)
         return EXIT_INTERRUPTED
     except BrokenPipeError:
+        _discard_stdout(stdout)
         return EXIT_OK  # piped into `head`: the reader is gone, nothing is wrong
     except Exception as error:  # noqa: BLE001  (the contract is "never a traceback")
         detail = str(error).splitlines()[0] if str(error) else ""
         print(f"{prog}: error: {type(error).__name__}: {detail}", file=sys.stderr)
         return EXIT_FAILURE
     finally:
+        sys.stdout = stdout
         for signum, handler in previous.items():
             signal.signal(signum, handler)
     return EXIT_OK
@@ -150,6 +203,8 @@ def load_scenario(path: str):
             text = file.read()
     except OSError as error:
         raise ToolError(f"{path}: cannot read: {error.strerror}", EXIT_BAD_CHECKPOINT) from None
+    except UnicodeDecodeError:
+        raise ToolError(f"{path}: not a JSON text file (not UTF-8)", EXIT_BAD_ARGUMENTS) from None
     try:
         data = json.loads(text)
     except json.JSONDecodeError as error:

@@ -17,6 +17,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from hackmatrix.game import constants as C
+from hackmatrix.tools import cli
 from hackmatrix.tools.evaluation import Policy
 from hackmatrix.training import checkpoint as ckpt
 from hackmatrix.training import network as net
@@ -25,8 +26,11 @@ from hackmatrix.training import network as net
 OBS_DIM = C.PLAYER_FEATURES + C.NUM_PROGRAMS + C.NUM_CELLS * C.GRID_CHANNELS
 
 
-class PolicyLoadError(Exception):
+class PolicyLoadError(cli.ToolError):
     """The checkpoint is missing, unreadable or does not fit this game (exit code 6)."""
+
+    def __init__(self, message: str):
+        super().__init__(message, cli.EXIT_BAD_CHECKPOINT)
 
 
 class LoadedPolicy(NamedTuple):
@@ -35,6 +39,12 @@ class LoadedPolicy(NamedTuple):
     network: net.ActorCritic
     params: dict
     network_config: dict
+
+    @property
+    def architecture(self) -> str:
+        """e.g. "2 x 256 MLP"."""
+        return (f"{self.network_config.get('num_layers')} x "
+                f"{self.network_config.get('hidden_dim')} MLP")
 
 
 def latest_checkpoint(checkpoint_dir: str | pathlib.Path) -> pathlib.Path:

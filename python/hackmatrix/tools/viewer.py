@@ -98,17 +98,23 @@ def watch(loaded: policy.LoadedPolicy, options: ViewerOptions, out: TextIO | Non
     frames, summaries = [], []
     try:
         _play(loaded, options, out, read_line or sys.stdin.readline, frames, summaries)
+        if len(summaries) > 1:
+            returns = [s.episode_return for s in summaries]
+            out.write(f"{len(summaries)} episodes: mean return {np.mean(returns):+.3f}, "
+                      f"mean stage {np.mean([s.stage for s in summaries]):.2f}, "
+                      f"wins {sum(s.won for s in summaries)}\n")
     except KeyboardInterrupt:
         if options.gif_path and frames:
-            _write_gif(frames, options, out, note=" so far, interrupted")
+            _write_gif(frames, options)
+            out.write(f"wrote {options.gif_path} ({len(frames)} frames so far, interrupted)\n")
         raise
-    if len(summaries) > 1:
-        returns = [s.episode_return for s in summaries]
-        out.write(f"{len(summaries)} episodes: mean return {np.mean(returns):+.3f}, "
-                  f"mean stage {np.mean([s.stage for s in summaries]):.2f}, "
-                  f"wins {sum(s.won for s in summaries)}\n")
+    except BrokenPipeError:  # the reader of the board is gone (`| head`): the GIF still counts
+        if options.gif_path and frames:
+            _write_gif(frames, options)
+        raise
     if options.gif_path and frames:
-        _write_gif(frames, options, out)
+        _write_gif(frames, options)
+        out.write(f"wrote {options.gif_path} ({len(frames)} frames)\n")
     out.flush()
     return summaries
 
@@ -200,7 +206,5 @@ def _play(loaded, options: ViewerOptions, out: TextIO, read_line: Callable[[], s
             time.sleep(options.delay)
 
 
-def _write_gif(frames, options: ViewerOptions, out: TextIO, note: str = "") -> None:
+def _write_gif(frames, options: ViewerOptions) -> None:
     gif.write_gif(frames, options.gif_path, frame_seconds=max(options.delay, 0.3))
-    out.write(f"wrote {options.gif_path} ({len(frames)} frames{note})\n")
-    out.flush()

@@ -1,8 +1,11 @@
-"""tools/cli.py: the --delay type, the up-front output check, and interrupts (exit 7)."""
+"""tools/cli.py: the --delay type, the up-front output check, interrupts (exit 7), a reader
+that goes away, and scenario files."""
 
 import argparse
 import os
 import signal
+import subprocess
+import sys
 import time
 
 import pytest
@@ -34,14 +37,77 @@ def test_check_output_file_accepts_a_new_or_existing_file_and_leaves_nothing(tmp
     ("missing_directory", "directory {tmp}/absent does not exist"),
     ("a_directory", "is a directory"),
     ("proc", "cannot create a file in /proc"),
+    ("a_pipe", "is not a regular file (a device, pipe or socket)"),
+    ("a_device", "is not a regular file (a device, pipe or socket)"),
 ])
 def test_check_output_file_rejects_unwritable_paths_with_exit_3(case, reason, tmp_path):
+    os.mkfifo(tmp_path / "fifo")
     path = {"missing_directory": f"{tmp_path}/absent/out.json", "a_directory": str(tmp_path),
-            "proc": "/proc/out.json"}[case]
+            "proc": "/proc/out.json", "a_pipe": str(tmp_path / "fifo"),
+            "a_device": os.devnull}[case]
     with pytest.raises(cli.ToolError) as error:
         cli.check_output_file(path, "--json")
     assert error.value.exit_code == cli.EXIT_BAD_ARGUMENTS
     assert str(error.value).startswith(f"--json {path}: {reason.format(tmp=tmp_path)}")
+
+
+def test_check_output_file_rejects_an_empty_path(tmp_path):
+    with pytest.raises(cli.ToolError, match="^--gif: the path is empty$") as error:
+        cli.check_output_file("", "--gif")
+    assert error.value.exit_code == cli.EXIT_BAD_ARGUMENTS
+
+
+def test_a_reader_that_goes_away_ends_a_tool_quietly_with_exit_0():
+    # Block-buffered stdout (no PYTHONUNBUFFERED), as in `tool.py | head -1`: a short output
+    # stays in the buffer until the interpreter's last flush, which would fail outside run_main
+    # (exit 120, "Exception ignored ... BrokenPipeError").
+    program = ("import sys, time; from hackmatrix.tools import cli; time.sleep(0.5); "
+               "sys.exit(cli.run_main('tool.py', lambda: print('the table')))")
+    environment = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
+    child = subprocess.Popen([sys.executable, "-c", program], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, env=environment)
+    child.stdout.close()
+    error = child.stderr.read()
+    assert (child.wait(timeout=60), error) == (cli.EXIT_OK, b"")
+
+
+class GoneAfterFirstWrite:
+    """A stdout whose reader leaves after the first write."""
+
+    def __init__(self):
+        self.lines = []
+
+    def write(self, text):
+        if self.lines:
+            raise BrokenPipeError
+        self.lines.append(text)
+        return len(text)
+
+    def flush(self):
+        pass
+
+
+def test_a_tool_that_keeps_working_drops_output_after_the_reader_goes(monkeypatch):
+    stdout = GoneAfterFirstWrite()
+    monkeypatch.setattr(sys, "stdout", stdout)
+    finished = []
+
+    def body():
+        cli.keep_working_if_stdout_closes()
+        print("first")
+        print("dropped")
+        finished.append(True)
+    assert cli.run_main("tool.py", body) == cli.EXIT_OK
+    assert finished == [True] and stdout.lines == ["first"]
+    assert sys.stdout is stdout  # run_main put it back
+
+
+def test_a_scenario_file_that_is_not_text_exits_3(tmp_path):
+    path = tmp_path / "binary.json"
+    path.write_bytes(b"\xff\xfe{}")
+    with pytest.raises(cli.ToolError, match="not a JSON text file") as error:
+        cli.load_scenario(str(path))
+    assert error.value.exit_code == cli.EXIT_BAD_ARGUMENTS
 
 
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])

@@ -30,6 +30,32 @@ def cli_report(tiny_run, tmp_path_factory):
     return json.loads(json_path.read_text())
 
 
+def test_the_json_is_written_when_the_reader_of_stdout_goes_away(tiny_run, tmp_path,
+                                                                 monkeypatch):
+    class GoneAfterFirstLine:
+        def __init__(self):
+            self.text = ""
+
+        def write(self, text):
+            if "\n" in self.text:
+                raise BrokenPipeError
+            self.text += text
+            return len(text)
+
+        def flush(self):
+            pass
+
+    stdout = GoneAfterFirstLine()
+    monkeypatch.setattr("sys.stdout", stdout)
+    json_path = tmp_path / "piped.json"
+    # The same static arguments as `cli_report`, so this reuses its compilation.
+    assert evaluate_main([str(tiny_run), "--episodes", str(EPISODES), "--max-steps",
+                          str(MAX_STEPS), "--seed", str(SEED), "--baselines", "random",
+                          "--json", str(json_path)]) == 0
+    assert list(json.loads(json_path.read_text())) == [str(tiny_run), "random"]
+    assert stdout.text.count("\n") == 1
+
+
 def test_json_has_one_object_per_policy_with_the_issue_fields(cli_report, tiny_run):
     assert list(cli_report) == [str(tiny_run), "random", "exit-runner"]
     for summary in cli_report.values():

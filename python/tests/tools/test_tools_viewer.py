@@ -190,6 +190,31 @@ def test_quitting_in_step_mode_still_writes_the_gif(tiny_run, tmp_path):
         assert image.n_frames == 1  # the initial state only
 
 
+class ReaderLeavesAfter(io.StringIO):
+    """A stdout whose reader goes away (`| head`) after some writes."""
+
+    def __init__(self, writes):
+        super().__init__()
+        self.writes_left = writes
+
+    def write(self, text):
+        self.writes_left -= 1
+        if self.writes_left < 0:
+            raise BrokenPipeError
+        return super().write(text)
+
+
+def test_a_reader_that_goes_away_still_gets_the_gif_so_far(tiny_run, tmp_path):
+    gif_path = tmp_path / "piped.gif"
+    with pytest.raises(BrokenPipeError):
+        viewer.watch(policy.load_policy(tiny_run),
+                     viewer.ViewerOptions(episodes=2, delay=0, max_steps=6, color=False,
+                                          gif_path=str(gif_path)),
+                     out=ReaderLeavesAfter(3))
+    with Image.open(gif_path) as image:
+        assert image.n_frames >= 3
+
+
 class FakeTerminal(io.StringIO):
     def isatty(self):
         return True
