@@ -691,8 +691,6 @@ def _train(args, signals: _Signals, cleanup: contextlib.ExitStack) -> int:
     cleanup.callback(lock.release)
     if saved is None:
         _check_fresh_run_dir(run_dir)  # under the lock: no other trainer can write it meanwhile
-    metrics_file = M.MetricsFile(run_dir)
-    _prepare_run_dir(run_dir, saved, start_update, metrics_file, say)
     trainer = make_trainer(config, env, env_params)
 
     compile_start = time.perf_counter()
@@ -701,6 +699,10 @@ def _train(args, signals: _Signals, cleanup: contextlib.ExitStack) -> int:
                                                 saved, config, args.keep_optimizer, say)
     compile_seconds = time.perf_counter() - compile_start
     say(f"[compile] {compile_seconds:.1f}s (updates_per_chunk={config.updates_per_chunk})")
+    # Only now, once set-up has succeeded: a mistaken --resume interrupted while compiling must
+    # leave the run directory as it was.
+    metrics_file = M.MetricsFile(run_dir)
+    _prepare_run_dir(run_dir, saved, start_update, metrics_file, say)
 
     wandb_run_id = (saved or {}).get("wandb_run_id") or new_run_id()
     wandb_config = {**config.to_dict(), "run_name": run_name, "network": network,

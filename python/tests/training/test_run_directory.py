@@ -65,6 +65,20 @@ def test_resume_from_an_earlier_checkpoint_sets_the_later_files_aside(run_copy, 
     assert newest["config"]["seed"] == 1 and newest["run_options"]["save_interval"] == 2
 
 
+def test_a_resume_interrupted_while_compiling_leaves_the_run_directory_as_it_was(
+        run_copy, monkeypatch, capsys):
+    # E.g. resuming an earlier checkpoint by mistake, then Ctrl-C during the compile.
+    before = sorted(p.name for p in run_copy.iterdir())
+    metrics = (run_copy / "metrics.jsonl").read_text()
+    def interrupted_compile(*args):
+        raise KeyboardInterrupt
+    monkeypatch.setattr(cli, "_build_runner_and_chunk", interrupted_compile)
+    assert resume(run_copy.parent, str(run_copy / "checkpoint_2.pkl")) == cli.EXIT_INTERRUPTED
+    assert sorted(p.name for p in run_copy.iterdir()) == before
+    assert (run_copy / "metrics.jsonl").read_text() == metrics
+    assert "interrupted by SIGINT during set-up" in capsys.readouterr().err
+
+
 def test_a_finished_run_resumed_has_nothing_to_do_and_changes_nothing(run_copy, capsys):
     before = {path.name: path.stat().st_mtime_ns for path in run_copy.iterdir()}
     assert resume(run_copy.parent, "--run-name", "done") == 0
