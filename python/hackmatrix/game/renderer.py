@@ -68,17 +68,28 @@ def _pieces(state, row, col):
         tokens.append(("@", "player"))
     enemies = core.enemies
     for i in np.flatnonzero(enemies.active & (enemies.row == row) & (enemies.col == col)):
-        kind = int(enemies.kind[i])
-        hidden = kind == C.CRYPTOG and not (
-            row == core.player_row or col == core.player_col or core.show_activated)
-        letter = ENEMY_LETTERS[kind].lower() if hidden else ENEMY_LETTERS[kind]
-        marks = ("~" if enemies.stunned[i] else "") + ("z" if enemies.disabled_turns[i] > 0 else "")
-        tokens.append((f"{letter}{int(enemies.hp[i])}{marks}", "hidden" if hidden else "enemy"))
+        text, hidden = enemy_token(core, i)
+        tokens.append((text, "hidden" if hidden else "enemy"))
     transmissions = core.transmissions
     on_cell = transmissions.active & (transmissions.row == row) & (transmissions.col == col)
     for i in np.flatnonzero(on_cell):
         tokens.append((f"t{int(transmissions.turns_remaining[i])}", "transmission"))
     return tokens
+
+
+def enemy_token(core, slot) -> tuple[str, bool]:
+    """(an enemy's text: type letter, hp, "~" stunned, "z" disabled, e.g. "V2~"; whether the player
+    cannot see it). A cryptog off the player's row and column without SHOW is hidden (§15) and
+    written with a lower-case letter, so a watcher can follow it without mistaking it for
+    something the agent observes."""
+    enemies = core.enemies
+    kind = int(enemies.kind[slot])
+    hidden = kind == C.CRYPTOG and not (
+        int(enemies.row[slot]) == int(core.player_row)
+        or int(enemies.col[slot]) == int(core.player_col) or bool(core.show_activated))
+    letter = ENEMY_LETTERS[kind].lower() if hidden else ENEMY_LETTERS[kind]
+    marks = ("~" if enemies.stunned[slot] else "") + ("z" if enemies.disabled_turns[slot] > 0 else "")
+    return f"{letter}{int(enemies.hp[slot])}{marks}", hidden
 
 
 def _terrain(state, row, col):

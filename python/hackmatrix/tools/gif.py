@@ -183,19 +183,11 @@ def _draw_pieces(draw, state):
         box = _cell_box(*cell)
         left, top, right, bottom = box
         cx, cy = (left + right) / 2, (top + bottom) / 2 + 6
-        # A cryptog the player cannot see (§15) is drawn hollow with a lower-case letter, so a
-        # watcher can follow it without mistaking it for something the agent observes.
-        hidden = kind == C.CRYPTOG and not (
-            cell[0] == int(core.player_row) or cell[1] == int(core.player_col)
-            or bool(core.show_activated))
-        letter = renderer.ENEMY_LETTERS[kind].lower() if hidden else renderer.ENEMY_LETTERS[kind]
+        text, hidden = renderer.enemy_token(core, slot)  # a hidden cryptog is drawn hollow
         draw.ellipse((cx - 17, cy - 17, cx + 17, cy + 17),
                      fill=None if hidden else ENEMY_COLOURS[kind], outline=ENEMY_COLOURS[kind],
                      width=2)
-        marks = ("~" if bool(enemies.stunned[slot]) else "") + (
-            "z" if int(enemies.disabled_turns[slot]) > 0 else "")
-        draw.text((cx, cy), f"{letter}{int(enemies.hp[slot])}{marks}",
-                  font=_FONTS[13], fill=TEXT, anchor="mm")
+        draw.text((cx, cy), text, font=_FONTS[13], fill=TEXT, anchor="mm")
     for (row, col), count in drawn_cells.items():
         if count > 1:
             left, top, _, _ = _cell_box(row, col)
