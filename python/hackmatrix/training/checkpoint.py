@@ -287,15 +287,15 @@ def set_aside(run_dir: Path, paths: list[Path], why: str) -> Path:
     return folder
 
 
-def remove_temp_files(run_dir: Path) -> list[Path]:
+def remove_temp_files(run_dir: Path) -> None:
     """Deletes the temp files of writes that a kill interrupted (only the run's own writer may
-    call this: see RunLock). Returns what it deleted."""
+    call this: see RunLock)."""
     run_dir = Path(run_dir)
-    stale = [entry for entry in run_dir.iterdir()
-             if TEMP_FILE_PATTERN.match(entry.name) and entry.is_file()] if run_dir.is_dir() else []
-    for entry in stale:
-        entry.unlink(missing_ok=True)
-    return stale
+    if not run_dir.is_dir():
+        return
+    for entry in run_dir.iterdir():
+        if TEMP_FILE_PATTERN.match(entry.name) and entry.is_file():
+            entry.unlink(missing_ok=True)
 
 
 class RunLock:
@@ -410,8 +410,6 @@ def is_policy_file(name: str) -> bool:
 
 def params_files_equal(first: Path, second: Path) -> bool:
     """Whether two params files hold the same arrays (False if either cannot be read)."""
-    if not Path(second).is_file():
-        return False
     try:
         with np.load(first) as a, np.load(second) as b:
             return set(a.files) == set(b.files) and all(
