@@ -140,8 +140,21 @@ class _ReaderMayLeave:
 
 def keep_working_if_stdout_closes() -> None:
     """Called by a tool whose file output (e.g. --json) is the point of the run: a closed stdout
-    then no longer ends it. `run_main` restores sys.stdout afterwards."""
-    sys.stdout = _ReaderMayLeave(sys.stdout)
+    then no longer ends it. `run_main` restores sys.stdout afterwards. (Started with no stdout
+    at all, `>&-`, Python's sys.stdout is None and print() already writes nothing.)"""
+    if sys.stdout is not None:
+        sys.stdout = _ReaderMayLeave(sys.stdout)
+
+
+def _flush_stdout(stream) -> None:
+    """Flushes what a tool printed; if its reader has gone, discards stdout instead, so that
+    the interpreter's last flush at exit cannot fail again (exit 120)."""
+    if stream is None:
+        return
+    try:
+        stream.flush()
+    except BrokenPipeError:
+        _discard_stdout(stream)
 
 
 def _discard_stdout(stream) -> None:
@@ -166,7 +179,6 @@ def run_main(prog: str, body) -> int:
     stdout = sys.stdout
     try:
         body()
-        sys.stdout.flush()  # here, where a reader that has gone is caught below
     except ToolError as error:
         print(f"{prog}: error: {error}", file=sys.stderr)
         return error.exit_code
@@ -175,7 +187,6 @@ def run_main(prog: str, body) -> int:
         print(f"{prog}: interrupted by {name}", file=sys.stderr)
         return EXIT_INTERRUPTED
     except BrokenPipeError:
-        _discard_stdout(stdout)
         return EXIT_OK  # piped into `head`: the reader is gone, nothing is wrong
     except Exception as error:  # noqa: BLE001  (the contract is "never a traceback")
         detail = str(error).splitlines()[0] if str(error) else ""
@@ -183,6 +194,7 @@ def run_main(prog: str, body) -> int:
         return EXIT_FAILURE
     finally:
         sys.stdout = stdout
+        _flush_stdout(stdout)  # on every path, so that the exit code stays the one returned
         for signum, handler in previous.items():
             signal.signal(signum, handler)
     return EXIT_OK

@@ -8,6 +8,7 @@ stage reached, score, whether it won, how it ended and the programs used.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import sys
 import time
@@ -106,7 +107,9 @@ def watch(loaded: policy.LoadedPolicy, options: ViewerOptions, out: TextIO | Non
     except KeyboardInterrupt:
         if options.gif_path and frames:
             _write_gif(frames, options)
-            out.write(f"wrote {options.gif_path} ({len(frames)} frames so far, interrupted)\n")
+            with contextlib.suppress(BrokenPipeError):  # still an interrupt (exit 7)
+                out.write(f"wrote {options.gif_path} ({len(frames)} frames so far, "
+                          "interrupted)\n")
         raise
     except BrokenPipeError:  # the reader of the board is gone (`| head`): the GIF still counts
         if options.gif_path and frames:

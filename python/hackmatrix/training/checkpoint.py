@@ -11,6 +11,7 @@ during a save leaves the previous files intact and never a half-written file und
 
 from __future__ import annotations
 
+import math
 import os
 import pickle
 import re
@@ -243,10 +244,20 @@ def _check_resume_fields(path: Path, state: dict) -> None:
         raise CheckpointError(f"{path} is corrupt: explicit_config is {explicit!r}")
     if not isinstance(state.get("run_name"), (str, type(None))):
         raise CheckpointError(f"{path} is corrupt: run_name is {state['run_name']!r}")
-    schedule = state["schedule_timesteps"]
-    if not (np.ndim(schedule) == 0 and isinstance(np.asarray(schedule).item(), (int, float))
-            and np.isfinite(np.asarray(schedule).item())):
-        raise CheckpointError(f"{path} is corrupt: schedule_timesteps is {schedule!r}")
+    if not _is_finite_number(state["schedule_timesteps"]):
+        raise CheckpointError(f"{path} is corrupt: schedule_timesteps is "
+                              f"{state['schedule_timesteps']!r}")
+
+
+def _is_finite_number(value) -> bool:
+    """A finite int or float, as a Python or NumPy scalar (a 0-d array included)."""
+    if np.ndim(value) != 0:
+        return False
+    item = np.asarray(value).item()
+    try:
+        return isinstance(item, (int, float)) and math.isfinite(item)
+    except OverflowError:  # an int too large for a float
+        return False
 
 
 def _one_line(error: BaseException) -> str:

@@ -57,18 +57,36 @@ def test_check_output_file_rejects_an_empty_path(tmp_path):
     assert error.value.exit_code == cli.EXIT_BAD_ARGUMENTS
 
 
-def test_a_reader_that_goes_away_ends_a_tool_quietly_with_exit_0():
+@pytest.mark.parametrize("ending, exit_code, stderr", [
+    ("pass", cli.EXIT_OK, b""),
+    ("raise cli.ToolError('no checkpoint', 6)", 6, b"tool.py: error: no checkpoint\n"),
+])
+def test_a_reader_that_goes_away_leaves_the_exit_code_and_stderr_as_they_were(ending, exit_code,
+                                                                             stderr):
     # Block-buffered stdout (no PYTHONUNBUFFERED), as in `tool.py | head -1`: a short output
     # stays in the buffer until the interpreter's last flush, which would fail outside run_main
-    # (exit 120, "Exception ignored ... BrokenPipeError").
-    program = ("import sys, time; from hackmatrix.tools import cli; time.sleep(0.5); "
-               "sys.exit(cli.run_main('tool.py', lambda: print('the table')))")
+    # (exit 120, "Exception ignored ... BrokenPipeError"), on success and on failure alike.
+    program = ("import sys, time\nfrom hackmatrix.tools import cli\ntime.sleep(0.5)\n"
+               f"def body():\n    print('the table')\n    {ending}\n"
+               "sys.exit(cli.run_main('tool.py', body))")
     environment = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
     child = subprocess.Popen([sys.executable, "-c", program], stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, env=environment)
     child.stdout.close()
     error = child.stderr.read()
-    assert (child.wait(timeout=60), error) == (cli.EXIT_OK, b"")
+    assert (child.wait(timeout=60), error) == (exit_code, stderr)
+
+
+def test_a_tool_started_without_stdout_still_works(monkeypatch):
+    # `tool.py >&-` (e.g. from cron): Python sets sys.stdout to None and print() writes nothing.
+    monkeypatch.setattr(sys, "stdout", None)
+    finished = []
+
+    def body():
+        cli.keep_working_if_stdout_closes()
+        print("nobody reads this")
+        finished.append(True)
+    assert cli.run_main("tool.py", body) == cli.EXIT_OK and finished == [True]
 
 
 class GoneAfterFirstWrite:

@@ -183,6 +183,7 @@ def _corrupt(state, key, value):
      "its run options say --keep-checkpoints must be a whole number >= 0, got '5'"),
     ("explicit_config", 5, "explicit_config is 5"),
     ("schedule_timesteps", "x", "schedule_timesteps is 'x'"),
+    ("schedule_timesteps", 10**400, "schedule_timesteps is 1000"),
     ("episode_return", np.zeros(3, np.float32), "episode returns does not match"),
     ("rng", np.zeros(3, np.uint32), "random state does not match"),
 ])
