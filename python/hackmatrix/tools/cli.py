@@ -129,10 +129,7 @@ class _ReaderMayLeave:
             return len(text)
 
     def flush(self) -> None:
-        try:
-            self.stream.flush()
-        except BrokenPipeError:
-            _discard_stdout(self.stream)
+        _flush_stdout(self.stream)
 
     def __getattr__(self, name):
         return getattr(self.stream, name)
