@@ -27,6 +27,14 @@ Both skip XLA's HLO verifier, which re-checks the whole module after each HLO pa
 it (111 times in the env benchmark's rollout, 136 in the trainer's update chunk) on the one
 thread that runs the HLO passes: ~0.3 s of the rollout's compile and ~0.6 s of the chunk's. It
 only checks XLA's own work: the optimised HLO and the results are the same without it.
+Both also skip XLA:CPU's tree reduction rewriter, which turns every reduction over more than 32
+elements into a reduce-window (windows of 32) followed by a reduce, for the precision of long
+float sums. The game reduces over its 36 cells and 36 list slots everywhere, and on CPU those
+reduce-windows run as slow scalar loops: without them the env benchmark's rollout at 256 envs
+steps 1.08x faster, with bit-identical results (integer and boolean reductions do not depend on
+the order). The trainer's few rewritten float sums (such as the gradient norm's sums of squares)
+then add up in one pass: after four updates at 64 envs its losses and metrics moved by at most
+a relative 1.2e-6 and its parameters by 7e-7.
 """
 
 from __future__ import annotations
@@ -42,9 +50,9 @@ CPU_COMPILE_MODES = ("fast", "throughput")
 FAST_COMPILE_XLA_FLAG = ("--xla_backend_extra_options="
                          "xla_cpu_disable_new_fusion_emitters,xla_cpu_disable_loop_unrolling")
 
-_SKIP_HLO_VERIFIER = {"xla_disable_hlo_passes": "hlo-verifier"}
-_CPU_OPTIONS = {"xla_backend_optimization_level": 2, **_SKIP_HLO_VERIFIER}
-_CPU_RUN_ONCE_OPTIONS = {"xla_backend_optimization_level": 0, **_SKIP_HLO_VERIFIER}
+SKIPPED_HLO_PASSES = "hlo-verifier,tree_reduction_rewriter"
+_CPU_OPTIONS = {"xla_backend_optimization_level": 2, "xla_disable_hlo_passes": SKIPPED_HLO_PASSES}
+_CPU_RUN_ONCE_OPTIONS = {**_CPU_OPTIONS, "xla_backend_optimization_level": 0}
 
 _cpu_compile_mode = "throughput"
 

@@ -20,6 +20,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
+from hackmatrix import xla_options
 from hackmatrix.bench.arguments import positive_int
 from hackmatrix.tools.cli import ArgumentParser
 
@@ -112,7 +113,8 @@ def _scoped(function, label: str):
 
 def batch_step_hlo(num_envs: int) -> str:
     """Optimised HLO text of `HackMatrixEnv.batch_step` for `num_envs` envs, game functions
-    scoped (`scoped_game_functions`). Compiles without the persistent cache."""
+    scoped (`scoped_game_functions`), compiled with the compile options of the benchmarks and
+    the trainer (`xla_options.compiler_options`) and without the persistent cache."""
     jax.config.update("jax_enable_compilation_cache", False)
     with scoped_game_functions():
         from hackmatrix.game.env import HackMatrixEnv
@@ -120,7 +122,8 @@ def batch_step_hlo(num_envs: int) -> str:
         keys = jax.random.split(jax.random.PRNGKey(0), num_envs)
         _, states = jax.eval_shape(env.batch_reset, keys)
         actions = jnp.zeros((num_envs,), jnp.int32)
-        return jax.jit(env.batch_step).lower(keys, states, actions).compile().as_text()
+        return jax.jit(env.batch_step, compiler_options=xla_options.compiler_options()).lower(
+            keys, states, actions).compile().as_text()
 
 
 def main(argv=None) -> int:
