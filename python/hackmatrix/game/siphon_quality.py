@@ -18,11 +18,11 @@ _ROWS = np.arange(C.BOARD_SIZE, dtype=np.int32)[:, None]
 _COLS = np.arange(C.BOARD_SIZE, dtype=np.int32)[None, :]
 
 
-def cross_sums(planes):
-    """For stacked boards [P, 6, 6]: the sum over each position's cross (off-board adds 0)."""
-    padded = jnp.pad(planes, ((0, 0), (1, 1), (1, 1)))
-    return (padded[:, 1:7, 1:7] + padded[:, 2:8, 1:7] + padded[:, 0:6, 1:7]
-            + padded[:, 1:7, 0:6] + padded[:, 1:7, 2:8])
+def cross_sum(plane):
+    """For a board [6, 6]: the sum over each position's cross (off-board adds 0)."""
+    padded = jnp.pad(plane, 1)
+    return (padded[1:7, 1:7] + padded[2:8, 1:7] + padded[0:6, 1:7]
+            + padded[1:7, 0:6] + padded[1:7, 2:8])
 
 
 def _cross_or(board):
@@ -47,39 +47,37 @@ def siphon_quality(state) -> jnp.ndarray:
     open_cell = unsiphoned & ~block
     player_cross = (jnp.abs(_ROWS - core.player_row) + jnp.abs(_COLS - core.player_col)) <= 1
 
-    # Per-position yields (data-cell count, credits, energy) and, as a fourth plane, how many
-    # unsiphoned blocks of the player's cross each position's cross holds.
-    per_cell = jnp.stack([
-        unsiphoned & has_data,
-        jnp.where(open_cell, cells.credits, 0),
-        jnp.where(open_cell, cells.energy, 0),
-        player_cross & block & unsiphoned,
-    ]).astype(jnp.int32)
-    data_count, yield_credits, yield_energy, cross_blocks_reached = cross_sums(per_cell)
+    # Per-position yields (data-cell count, credits, energy) and how many unsiphoned blocks of
+    # the player's cross each position's cross holds.
+    player_cross_blocks = player_cross & block & unsiphoned
+    data_count = cross_sum((unsiphoned & has_data).astype(jnp.int32))
+    yield_credits = cross_sum(jnp.where(open_cell, cells.credits, 0))
+    yield_energy = cross_sum(jnp.where(open_cell, cells.energy, 0))
+    cross_blocks_reached = cross_sum(player_cross_blocks.astype(jnp.int32))
     program_bits = _cross_or(jnp.where(unsiphoned & has_program & not_owned, 1 << program, 0))
 
-    # The player's yield: one stacked reduction (empty when the player stands on a block).
+    # The player's yield (empty when the player stands on a block).
     at_player = (_ROWS == core.player_row) & (_COLS == core.player_col)
     player_open = ~jnp.any(at_player & block)
-    yields = jnp.stack([data_count, program_bits, yield_credits, yield_energy])
-    player_yield = jnp.where(player_open, jnp.sum(jnp.where(at_player, yields, 0), axis=(1, 2)), 0)
-    player_data, player_bits, player_credits, player_energy = player_yield
+    at_player_open = at_player & player_open
+    player_data, player_bits, player_credits, player_energy = (
+        jnp.sum(jnp.where(at_player_open, plane, 0))
+        for plane in (data_count, program_bits, yield_credits, yield_energy))
 
     # Candidates: with blocks in the yield, only non-block cells adjacent to every unsiphoned
     # block of the player's cross (a non-block x reaches such a block only as a neighbour);
     # otherwise every non-block cell.
     yields_blocks = (player_data > 0) | (player_bits != 0)
-    cross_block_count = jnp.sum(per_cell[3])
+    cross_block_count = jnp.sum(player_cross_blocks.astype(jnp.int32))
     candidate = ~block & (~yields_blocks | (cross_blocks_reached == cross_block_count))
 
     dominates = (candidate & (data_count == player_data) & (program_bits == player_bits)
                  & (yield_credits >= player_credits) & (yield_energy >= player_energy)
                  & ((yield_credits > player_credits) | (yield_energy > player_energy)))
-    # Both maxima (taken independently) and "any dominates" in one reduction.
-    best = jnp.max(jnp.stack([jnp.where(dominates, yield_credits, player_credits),
-                              jnp.where(dominates, yield_energy, player_energy),
-                              dominates.astype(jnp.int32)]), axis=(1, 2))
-    missed_credits = (best[0] - player_credits).astype(jnp.float32)
-    missed_energy = (best[1] - player_energy).astype(jnp.float32)
+    # The two maxima are taken independently.
+    missed_credits = (jnp.max(jnp.where(dominates, yield_credits, player_credits))
+                      - player_credits).astype(jnp.float32)
+    missed_energy = (jnp.max(jnp.where(dominates, yield_energy, player_energy))
+                     - player_energy).astype(jnp.float32)
     penalty = -0.5 * (0.05 * missed_credits + 0.05 * missed_energy)
-    return jnp.where(best[2] > 0, penalty, 0.0).astype(jnp.float32)
+    return jnp.where(jnp.any(dominates), penalty, 0.0).astype(jnp.float32)
