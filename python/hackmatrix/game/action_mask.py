@@ -101,7 +101,7 @@ def program_applicable(state) -> jnp.ndarray:
         C.ATK_PLUS: core.atk_plus_uses < 2,
         C.HACK: any_siphoned,
     }
-    return fusion.stack_scalars([applicable[k] for k in range(C.NUM_PROGRAMS)], jnp.bool_)
+    return fusion.stack_last([applicable[k] for k in range(C.NUM_PROGRAMS)], jnp.bool_)
 
 
 def program_mask(state) -> jnp.ndarray:

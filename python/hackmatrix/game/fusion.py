@@ -2,8 +2,10 @@
 less per-kernel overhead at run time).
 
 `jnp.stack` of n scalars under `vmap` becomes n tiny [batch, 1] kernels and a concatenation, as
-XLA:CPU does not fuse the scalar computations into the concatenation. A chain of selects on an
-index vector computes the same array in one elementwise kernel.
+XLA:CPU does not fuse the scalar computations into the concatenation; a stack of arrays along a
+new last axis is one kernel but interleaves its operands, which the older emitters of the fast
+CPU compile mode run as a branch per element. A chain of selects on an index vector computes
+the same array in one elementwise kernel.
 
 XLA:CPU also copies a cheap producer into every kernel that reads it: a per-env flag read by
 the select of each of the ~40 state arrays is recomputed ~40 times unless it is materialised
@@ -17,14 +19,15 @@ import jax.numpy as jnp
 from hackmatrix.game import bitboard as bb
 
 
-def stack_scalars(values, dtype=None) -> jnp.ndarray:
-    """`jnp.stack(values)` for 0-d values (after vmap: [batch] arrays), as one fused kernel."""
+def stack_last(values, dtype=None) -> jnp.ndarray:
+    """`jnp.stack(values, axis=-1)` for values of one shape (0-d ones too; after vmap, [batch]
+    arrays), as one fused elementwise kernel of selects."""
     values = [jnp.asarray(value) for value in values]
     dtype = jnp.result_type(*values) if dtype is None else dtype
     index = jnp.arange(len(values))
-    stacked = jnp.zeros((len(values),), dtype)
+    stacked = jnp.zeros(values[0].shape + (len(values),), dtype)
     for i, value in enumerate(values):
-        stacked = jnp.where(index == i, value.astype(dtype), stacked)
+        stacked = jnp.where(index == i, value.astype(dtype)[..., None], stacked)
     return stacked
 
 
@@ -32,5 +35,6 @@ def computed_once(*values):
     """The 0-d `values` (after vmap: [batch] arrays) unchanged, computed into one buffer that
     their readers load instead of each recomputing them (`bitboard.materialize`)."""
     dtype = jnp.result_type(*values)
-    buffer = bb.materialize(stack_scalars(list(values) + [values[0]], dtype))  # >= 2 entries
+    buffer = bb.materialize(stack_last(list(values) + [values[0]], dtype))  # >= 2 entries
     return tuple(buffer[i].astype(jnp.asarray(value).dtype) for i, value in enumerate(values))
+

@@ -89,7 +89,7 @@ def observe(state: S.GameState) -> Observation:
     cells = core.cells
     f32 = jnp.float32
 
-    player = fusion.stack_scalars([
+    player = fusion.stack_last([
         core.player_row / 5.0,
         core.player_col / 5.0,
         core.hp / 3.0,

@@ -83,7 +83,7 @@ def components(start: Before, after, outcome: O.ActionOutcome, action, stage_com
         "siphonDeathPenalty": jnp.where(
             outcome.enemy_turn_follows & dead & siphon_enemy_adjacent, -10.0, 0.0),
     }
-    return fusion.stack_scalars([values[name] for name in C.REWARD_COMPONENTS], jnp.float32)
+    return fusion.stack_last([values[name] for name in C.REWARD_COMPONENTS], jnp.float32)
 
 
 def total(values) -> jnp.ndarray:
