@@ -50,8 +50,8 @@ CPU_COMPILE_MODES = ("fast", "throughput")
 FAST_COMPILE_XLA_FLAG = ("--xla_backend_extra_options="
                          "xla_cpu_disable_new_fusion_emitters,xla_cpu_disable_loop_unrolling")
 
-SKIPPED_HLO_PASSES = "hlo-verifier,tree_reduction_rewriter"
-_CPU_OPTIONS = {"xla_backend_optimization_level": 2, "xla_disable_hlo_passes": SKIPPED_HLO_PASSES}
+_SKIPPED_HLO_PASSES = "hlo-verifier,tree_reduction_rewriter"
+_CPU_OPTIONS = {"xla_backend_optimization_level": 2, "xla_disable_hlo_passes": _SKIPPED_HLO_PASSES}
 _CPU_RUN_ONCE_OPTIONS = {**_CPU_OPTIONS, "xla_backend_optimization_level": 0}
 
 _cpu_compile_mode = "throughput"

@@ -9,6 +9,8 @@
   that was taken, with the terminal values from before the reset.
 - An episode that reaches `max_steps_in_episode` steps is truncated: done is true and
   `info["truncated"]` is set (only when the game itself did not end on that step).
+- On CPU, jit with `compiler_options=hackmatrix.xla_options.compiler_options()` as the trainer
+  and the tools do: the step runs ~1.08x faster (bit-identical; see that module).
 """
 
 from __future__ import annotations
