@@ -4,6 +4,7 @@ The scripts run in-process (not as subprocesses) so that jitted functions compil
 session and the suite stays fast on CI's two cores.
 """
 
+import io
 import pathlib
 import runpy
 
@@ -15,6 +16,21 @@ SCRIPTS = pathlib.Path(__file__).resolve().parents[2] / "scripts"
 def load_script(name: str):
     """The `main(argv) -> exit code` of python/scripts/<name>."""
     return runpy.run_path(str(SCRIPTS / name), run_name="tools_test")["main"]
+
+
+class ReaderLeavesAfter(io.StringIO):
+    """A stdout whose reader goes away (`| head`) after `writes` writes: later ones raise
+    BrokenPipeError. (print writes its text and its line end separately.)"""
+
+    def __init__(self, writes):
+        super().__init__()
+        self.writes_left = writes
+
+    def write(self, text):
+        self.writes_left -= 1
+        if self.writes_left < 0:
+            raise BrokenPipeError
+        return super().write(text)
 
 
 # The same flags as the end-to-end run of tests/training/test_cli.py: identical shapes give an

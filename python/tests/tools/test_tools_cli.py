@@ -10,6 +10,7 @@ import time
 
 import pytest
 
+from conftest import ReaderLeavesAfter
 from hackmatrix.tools import cli
 
 
@@ -89,24 +90,8 @@ def test_a_tool_started_without_stdout_still_works(monkeypatch):
     assert cli.run_main("tool.py", body) == cli.EXIT_OK and finished == [True]
 
 
-class GoneAfterFirstWrite:
-    """A stdout whose reader leaves after the first write."""
-
-    def __init__(self):
-        self.lines = []
-
-    def write(self, text):
-        if self.lines:
-            raise BrokenPipeError
-        self.lines.append(text)
-        return len(text)
-
-    def flush(self):
-        pass
-
-
 def test_a_tool_that_keeps_working_drops_output_after_the_reader_goes(monkeypatch):
-    stdout = GoneAfterFirstWrite()
+    stdout = ReaderLeavesAfter(1)
     monkeypatch.setattr(sys, "stdout", stdout)
     finished = []
 
@@ -116,7 +101,7 @@ def test_a_tool_that_keeps_working_drops_output_after_the_reader_goes(monkeypatc
         print("dropped")
         finished.append(True)
     assert cli.run_main("tool.py", body) == cli.EXIT_OK
-    assert finished == [True] and stdout.lines == ["first"]
+    assert finished == [True] and stdout.getvalue() == "first"
     assert sys.stdout is stdout  # run_main put it back
 
 

@@ -7,7 +7,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from conftest import load_script
+from conftest import ReaderLeavesAfter, load_script
 from hackmatrix.game import constants as C
 from hackmatrix.game import scenario
 from hackmatrix.tools import baselines, cli, evaluation, policy
@@ -32,20 +32,7 @@ def cli_report(tiny_run, tmp_path_factory):
 
 def test_the_json_is_written_when_the_reader_of_stdout_goes_away(tiny_run, tmp_path,
                                                                  monkeypatch):
-    class GoneAfterFirstLine:
-        def __init__(self):
-            self.text = ""
-
-        def write(self, text):
-            if "\n" in self.text:
-                raise BrokenPipeError
-            self.text += text
-            return len(text)
-
-        def flush(self):
-            pass
-
-    stdout = GoneAfterFirstLine()
+    stdout = ReaderLeavesAfter(2)  # the first line: its text and its line end
     monkeypatch.setattr("sys.stdout", stdout)
     json_path = tmp_path / "piped.json"
     # The same static arguments as `cli_report`, so this reuses its compilation.
@@ -53,7 +40,7 @@ def test_the_json_is_written_when_the_reader_of_stdout_goes_away(tiny_run, tmp_p
                           str(MAX_STEPS), "--seed", str(SEED), "--baselines", "random",
                           "--json", str(json_path)]) == 0
     assert list(json.loads(json_path.read_text())) == [str(tiny_run), "random"]
-    assert stdout.text.count("\n") == 1
+    assert stdout.getvalue().count("\n") == 1
 
 
 def test_json_has_one_object_per_policy_with_the_issue_fields(cli_report, tiny_run):

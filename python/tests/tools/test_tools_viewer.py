@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from conftest import SCRIPTS, load_script
+from conftest import SCRIPTS, ReaderLeavesAfter, load_script
 from hackmatrix.game import constants as C
 from hackmatrix.tools import cli, policy, viewer
 from hackmatrix.training import checkpoint as ckpt
@@ -188,20 +188,6 @@ def test_quitting_in_step_mode_still_writes_the_gif(tiny_run, tmp_path):
     assert summaries == []
     with Image.open(gif_path) as image:
         assert image.n_frames == 1  # the initial state only
-
-
-class ReaderLeavesAfter(io.StringIO):
-    """A stdout whose reader goes away (`| head`) after some writes."""
-
-    def __init__(self, writes):
-        super().__init__()
-        self.writes_left = writes
-
-    def write(self, text):
-        self.writes_left -= 1
-        if self.writes_left < 0:
-            raise BrokenPipeError
-        return super().write(text)
 
 
 def test_a_reader_that_goes_away_still_gets_the_gif_so_far(tiny_run, tmp_path):
