@@ -71,8 +71,8 @@ def build_parser() -> argparse.ArgumentParser:
                      help="devices that share the envs, each stepping its share and averaging "
                           "gradients (default: on GPU/TPU every local device that splits the envs "
                           "and minibatches evenly; on CPU 1, and N > 1 splits the CPU into N "
-                          "devices so that N cores step the game at once); a resume keeps the "
-                          "checkpoint's count when it can")
+                          "devices so that N cores step the game at once, but not bit-reproducibly); "
+                          "a resume keeps the checkpoint's count when it can")
 
     ppo = parser.add_argument_group("PPO")
     ppo.add_argument("--num-minibatches", type=int, help="minibatches per epoch (default 4; "
@@ -662,6 +662,11 @@ def _train(args, signals: _Signals, cleanup: contextlib.ExitStack) -> int:
     say(f"[config] updates={start_update}->{num_updates} total_timesteps={config.total_timesteps} "
         f"lr={config.lr} anneal_lr={config.anneal_lr} hidden_dim={config.hidden_dim} "
         f"num_layers={config.num_layers} seed={config.seed} run_dir={run_dir}")
+    if backend == "cpu" and config.num_devices > 1:
+        say(f"[config] warning: {config.num_devices} CPU devices: runs are not bit-reproducible "
+            "(XLA:CPU's multi-device runs vary from run to run with the same seed), so a resumed "
+            "run only approximately matches an uninterrupted one; one device is exact "
+            "(specs/training.md, Data parallelism)")
     if end_timesteps != config.total_timesteps:
         say(f"[config] note: the run stops at update {num_updates}, {end_timesteps} timesteps: "
             f"whole updates of {config.batch_size} steps only")

@@ -5,6 +5,8 @@ that split its envs and minibatches evenly. On CPU, XLA shows one device unless 
 before JAX starts its backends: each CPU device then runs its share of a sharded program on its
 own thread, so N devices step N shares of the game at once. The game's small kernels use one core
 each, so on CPU this speeds up the rollout; the network's large kernels already use every core.
+Several CPU devices are not bit-reproducible from run to run (XLA:CPU's multi-device
+execution; specs/training.md, "Data parallelism"), so the CPU default is one.
 """
 
 from __future__ import annotations
