@@ -194,6 +194,7 @@ def _resumed_config(args, saved: dict, available_devices: int,
                     say) -> tuple[TrainConfig, dict, set]:
     """(config, auto-scaled changes, the config fields the user set in any session)."""
     explicit = _explicit_values(args)
+    explicit.pop("seed", None)  # the run continues from its checkpoint's random state
     # The fields set in earlier sessions (none recorded in checkpoints older than this rule).
     set_before = set(saved.get("explicit_config", ()))
     saved_config = TrainConfig.from_dict(saved["config"])
@@ -537,7 +538,6 @@ def _check_resume_flags(args, saved: dict, run_dir: Path, say) -> None:
     if args.seed is not None and args.seed != saved["config"].get("seed"):
         say(f"[resume] warning: --seed {args.seed} ignored: the run continues from its "
             f"checkpoint's random state (seed {saved['config'].get('seed')})")
-    args.seed = None  # so that the config keeps the checkpoint's seed
 
 
 def _schedule_note(saved_config: dict, config: TrainConfig, schedule_timesteps: float) -> str | None:
