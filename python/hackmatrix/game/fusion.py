@@ -37,4 +37,3 @@ def computed_once(*values):
     dtype = jnp.result_type(*values)
     buffer = bb.materialize(stack_last(list(values) + [values[0]], dtype))  # >= 2 entries
     return tuple(buffer[i].astype(jnp.asarray(value).dtype) for i, value in enumerate(values))
-

@@ -71,8 +71,8 @@ def build_parser() -> argparse.ArgumentParser:
                      help="devices that share the envs, each stepping its share and averaging "
                           "gradients (default: on GPU/TPU every local device that splits the envs "
                           "and minibatches evenly; on CPU 1, and N > 1 splits the CPU into N "
-                          "devices so that N cores step the game at once, but not bit-reproducibly); "
-                          "a resume keeps the checkpoint's count when it can")
+                          "devices so that N cores step the game at once, but not "
+                          "bit-reproducibly); a resume keeps the checkpoint's count when it can")
 
     ppo = parser.add_argument_group("PPO")
     ppo.add_argument("--num-minibatches", type=int, help="minibatches per epoch (default 4; "
