@@ -3,7 +3,7 @@
 Each scan step draws a uniformly random VALID action per env from the observation's action mask,
 steps the gymnax-style env (which resets finished episodes), and carries the new observation. The
 batch is stepped by `HackMatrixEnv.batch_step` (what training uses: bit-identical to
-`jax.vmap(env.step)`, with programs and stage generation run only where needed); `--plain-vmap`
+`jax.vmap(env.step)`, with the rarely needed parts run only where needed); `--plain-vmap`
 measures `jax.vmap(env.step)` itself. The first call's time is reported separately from the
 median of the timed runs, split into tracing and lowering (Python, JAX) and XLA's compile.
 """

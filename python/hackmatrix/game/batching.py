@@ -1,8 +1,9 @@
 """Running rarely needed per-env work on only the envs of a batch that need it.
 
-Under `vmap` every env computes every branch of a step, even the ones it does not take. Two
-branches are both expensive and rare: running a program (a few envs in a thousand per step
-under random play) and generating a stage (a few in a hundred). `compacted_map` gathers the
+Under `vmap` every env computes every branch of a step, even the ones it does not take. Some
+parts are both costly and rarely needed: running a program (a few envs in a thousand per step
+under random play), the siphon quality (siphons only, ~1.5%), placing transmissions (~10%) and
+generating a stage (a few in a hundred). `compacted_map` gathers the
 envs that need such a branch into fixed-size chunks, runs the branch on the chunks only, and
 scatters the results back. The number of chunks is a batch-level loop count (not under `vmap`),
 so it is exact for any number of needy envs: usually one chunk, more when many envs need it,

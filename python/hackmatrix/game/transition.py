@@ -70,16 +70,19 @@ class ActionResolved(NamedTuple):
     enemy_key: jax.Array
 
 
-def resolve_action(key, state: S.GameState, action, program_result=None) -> ActionResolved:
+def resolve_action(key, state: S.GameState, action, program_result=None,
+                   quality=None) -> ActionResolved:
     """§5.1-§5.3: the reward's starting point (kept as the input state), the action, the stage
     advance.
 
-    `program_result`, if given, is `run_program(key, state, action)` computed elsewhere (the
-    batched env step runs programs only for the envs whose action is one).
+    `program_result`, if given, is `run_program(key, state, action)` computed elsewhere, and
+    `quality` the siphon quality of `state` (the batched env step computes each only for the
+    envs whose action needs it).
     """
     action = jnp.asarray(action, jnp.int32)
     resolve_key, generation_key, enemy_key = spawning.split_key(key, 3)
-    resolved, outcome = actions.resolve(resolve_key, state, action, program_result)    # §5.2
+    resolved, outcome = actions.resolve(resolve_key, state, action, program_result,   # §5.2
+                                        quality)
     stage_completed = ~outcome.failed & outcome.exit_reached
     staged, generates, won = worldgen.advance_stage(resolved, stage_completed)         # §5.3
     return ActionResolved(state, staged, outcome, action, stage_completed, generates, won,
@@ -150,18 +153,25 @@ def select_generated(use_generated, generated: S.GameState, generation_input: S.
     return without_buffer.replace(history=otherwise.history)
 
 
-def place_once(state: S.GameState, generated, generation_key,
-               before: StepBeforeGeneration) -> S.GameState:
-    """A step's one transmission placement, after `worldgen.generate_board`: the generated
-    stage's transmissions where `generated` (`state` is then that board; no enemy turn's state
-    survives a generation), else the enemy turn's placement and snapshot (`before`).
+def placement_request(state: S.GameState, generated, generation_key,
+                      before: StepBeforeGeneration) -> spawning.Placement:
+    """A step's one transmission placement on `state`: the generated stage's transmissions
+    where `generated` (`state` is then the generated board), else the enemy turn's request
+    (`before.placement`).
 
     The batched step selects the request per env and places once, where placing in both the
-    enemy turn and the generation would compile and run two placements.
-    """
-    placement = jax.tree_util.tree_map(
+    enemy turn and the generation would compile and run two placements."""
+    return jax.tree_util.tree_map(
         lambda new, old: jnp.where(generated, new, old),
         worldgen.stage_transmissions(generation_key, state.stage), before.placement)
+
+
+def place_once(state: S.GameState, generated, generation_key,
+               before: StepBeforeGeneration) -> S.GameState:
+    """The step's placement (`placement_request`) after `worldgen.generate_board` (`state` is
+    the generated board where `generated`: no enemy turn's state survives a generation), then
+    the enemy turn's snapshot (`before.snapshot`) where nothing was generated."""
+    placement = placement_request(state, generated, generation_key, before)
     return enemy_turn.finish(state, placement, before.snapshot & ~generated)
 
 

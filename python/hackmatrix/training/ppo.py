@@ -2,8 +2,8 @@
 
 `make_trainer(config, env, env_params)` returns pure functions. `env` is gymnax-style with the
 batched pair `batch_reset(keys, params)` / `batch_step(keys, states, actions, params)` (the
-HackMatrix env runs programs and stage generation only for the envs that need them there) and
-the static sizes `observation_size` (of `obs.features`) and `num_actions`:
+HackMatrix env runs its rarely needed parts only for the envs that need them there) and the
+static sizes `observation_size` (of `obs.features`) and `num_actions`:
   init(key) -> RunnerState
   run_chunk(runner, num_active, schedule) -> (runner, metrics): `config.updates_per_chunk` PPO
       updates in one jitted `lax.scan`; only the first `num_active` run (the rest pass the state

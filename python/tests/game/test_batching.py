@@ -1,8 +1,8 @@
 """The batched env step: `compacted_map` and `HackMatrixEnv.batch_step` == `vmap(step)`, bit for bit.
 
-With 8 envs the chunk holds one env, so every step with two or more programs or generations
-runs several chunks; random scenarios own programs, so programs, stage completions and deaths
-all occur.
+With 8 envs the chunk holds one env, so every step with two or more programs, siphons,
+placements or generations runs several chunks; random scenarios own programs, so programs, stage
+completions and deaths all occur.
 """
 
 import chex
@@ -58,7 +58,7 @@ def test_batch_step_equals_vmapped_step_bit_for_bit():
     states = EnvState(game=games, time=jnp.zeros((NUM_ENVS,), jnp.int32))
     masks = jax.vmap(action_mask.valid_actions)(games)
     key = jax.random.PRNGKey(5)
-    programs = generations = 0
+    programs = siphons = placements = generations = 0
     for _ in range(NUM_STEPS):
         key, action_key, step_key = jax.random.split(key, 3)
         actions = random_valid_action(action_key, masks).astype(jnp.int32)
@@ -69,7 +69,11 @@ def test_batch_step_equals_vmapped_step_bit_for_bit():
             np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
         obs, next_states, _, done, _ = batched
         programs += int(jnp.sum(actions >= C.FIRST_PROGRAM_ACTION))
+        siphons += int(jnp.sum(actions == C.ACTION_SIPHON))
+        placements += int(jnp.sum(jnp.sum(next_states.game.core.transmissions.active, axis=1)
+                                  > jnp.sum(states.game.core.transmissions.active, axis=1)))
         generations += int(jnp.sum(done | (next_states.game.stage != states.game.stage)))
         states, masks = next_states, obs.action_mask
-    # The comparison covered both compacted branches, several at once in some steps.
+    # The comparison covered every compacted branch, several at once in some steps.
     assert programs >= 2 * NUM_STEPS // 4 and generations >= 2
+    assert siphons >= NUM_STEPS // 4 and placements >= NUM_STEPS // 4, (siphons, placements)
