@@ -152,17 +152,20 @@ class HackMatrixEnv:
         generation_keys = jax.vmap(_generation_key)(reset_keys, done, before.generation_key)
         # `transition.place_once`, with the placement run only for the envs placing any
         # transmission (about one in ten under random play; with none it changes nothing).
+        # Packed words come back from the chunks (one array, not the seven of a Transmissions).
         requests = jax.vmap(transition.placement_request)(game, generates, generation_keys, before)
-        transmissions = batching.compacted_map(
-            _placed_transmissions, requests.count > 0, (game.replace(history=None), requests),
-            game.core.transmissions, size)
-        game = game.replace(core=game.core.replace(transmissions=transmissions))
+        words = batching.compacted_map(
+            _placed_words, requests.count > 0, (game.replace(history=None), requests),
+            jnp.zeros_like(game.core.transmissions.row), size)
+        game = game.replace(core=game.core.replace(
+            transmissions=jax.vmap(spawning.with_placed)(game.core.transmissions, words)))
         game = jax.vmap(history.push)(game, before.snapshot & ~generates)
         return jax.vmap(_finish_step)(game, time, done, before, info)
 
 
-def _placed_transmissions(game: S.GameState, request: spawning.Placement) -> S.Transmissions:
-    return spawning.place(game, request).core.transmissions
+def _placed_words(game: S.GameState, request: spawning.Placement):
+    return spawning.placed_words(request.key, game, request.count, request.from_siphon,
+                                 request.from_scheduled)
 
 
 def _with_time(before: transition.StepBeforeGeneration, state: EnvState, params: EnvParams):

@@ -129,7 +129,17 @@ _COL_SHIFT, _PLACED_BIT, _TYPE_SHIFT, _SIPHON_BIT, _SCHEDULED_BIT = 3, 1 << 6, 7
 
 def place_transmissions(key, state: S.GameState, count, from_siphon, from_scheduled,
                         max_count: int = C.MAX_TRANSMISSIONS) -> S.GameState:
-    """Place `count` (traced int, at most the static `max_count`) transmissions by §9.2.
+    """Place `count` (traced int, at most the static `max_count`) transmissions by §9.2: the
+    slots `placed_words` (same arguments) fills, written by `with_placed`."""
+    core = state.core
+    new = placed_words(key, state, count, from_siphon, from_scheduled, max_count)
+    return state.replace(core=core.replace(transmissions=with_placed(core.transmissions, new)))
+
+
+def placed_words(key, state: S.GameState, count, from_siphon, from_scheduled,
+                 max_count: int = C.MAX_TRANSMISSIONS):
+    """int32[capacity]: per transmission slot, the packed transmission that placing `count`
+    transmissions writes there, or 0 for a slot the placement leaves as it is.
 
     `from_siphon` / `from_scheduled` are bools, either scalars or bool[max_count] indexed by
     placement order (the enemy turn places its scheduled transmission first and the siphon
@@ -174,13 +184,17 @@ def place_transmissions(key, state: S.GameState, count, from_siphon, from_schedu
     start = jnp.sum(transmissions.active)
     placed = (picks & _PLACED_BIT) != 0
     target = jnp.where(placed, start + jnp.arange(max_count), capacity)
-    new = jnp.zeros((capacity,), jnp.int32).at[target].set(picks, mode="drop")
+    return jnp.zeros((capacity,), jnp.int32).at[target].set(picks, mode="drop")
+
+
+def with_placed(transmissions: S.Transmissions, new) -> S.Transmissions:
+    """`transmissions` with the slots that `new` (from `placed_words`) fills written."""
     write = (new & _PLACED_BIT) != 0
 
     def put(old, value):
         return jnp.where(write, jnp.asarray(value, old.dtype), old)
 
-    transmissions = transmissions.replace(
+    return transmissions.replace(
         active=transmissions.active | write,
         row=put(transmissions.row, new & 7),
         col=put(transmissions.col, (new >> _COL_SHIFT) & 7),
@@ -189,7 +203,6 @@ def place_transmissions(key, state: S.GameState, count, from_siphon, from_schedu
         from_siphon=put(transmissions.from_siphon, (new & _SIPHON_BIT) != 0),
         from_scheduled=put(transmissions.from_scheduled, (new & _SCHEDULED_BIT) != 0),
     )
-    return state.replace(core=core.replace(transmissions=transmissions))
 
 
 class Placement(NamedTuple):
