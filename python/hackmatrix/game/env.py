@@ -126,13 +126,14 @@ class HackMatrixEnv:
         size = batching.chunk_size(keys.shape[0])
         step_keys, reset_keys = jnp.moveaxis(jax.vmap(jax.random.split)(keys), 1, 0)
         games = states.game
+        games_without_buffer = games.replace(history=None)
 
         program_results = batching.compacted_map(
             transition.run_program, actions >= C.FIRST_PROGRAM_ACTION, (step_keys, games, actions),
-            (games.replace(history=None), jax.vmap(lambda _: no_outcome())(actions)), size)
+            (games_without_buffer, jax.vmap(lambda _: no_outcome())(actions)), size)
         qualities = batching.compacted_map(
-            siphon_quality.siphon_quality, actions == C.ACTION_SIPHON,
-            (games.replace(history=None),), jnp.zeros(actions.shape, jnp.float32), size)
+            siphon_quality.siphon_quality, actions == C.ACTION_SIPHON, (games_without_buffer,),
+            jnp.zeros(actions.shape, jnp.float32), size)
         resolved = jax.vmap(transition.resolve_action)(step_keys, games, actions,
                                                        program_results, qualities)
         loop_bounds = jnp.max(jax.vmap(enemy_turn.acting_counts)(resolved.state), axis=0)
