@@ -158,16 +158,6 @@ def _can_act(slot_words, phase):
     return ready & (phase < _speed((slot_words >> _KIND_SHIFT) & 3))
 
 
-def _acting_first(rank, acting):
-    """int32[K]: each slot's position in the processing order `rank` after a stable partition
-    that puts the acting slots first."""
-    capacity = rank.shape[0]
-    acting_in_order = jnp.zeros((capacity,), jnp.bool_).at[rank].set(acting)
-    acting_before = spawning.exclusive_prefix_count(acting_in_order)[rank]
-    return jnp.where(acting, acting_before,
-                     jnp.sum(acting, dtype=jnp.int32) + rank - acting_before)
-
-
 def acting_counts(state: S.GameState):
     """int32[2]: per phase of the enemy turn of `state`, the most enemies that can act (§8
     step 4; hatchlings are disabled, so hatching adds none). A batch's maximum is a valid
@@ -246,8 +236,7 @@ def _enemy_actions(key, core: S.Core, loop_bounds=None):
         # moved to the front (keeping their order): the others never move or attack, so only
         # the acting prefix needs the loop.
         phase_words = jax.lax.dynamic_index_in_dim(order_words, phase, keepdims=False)
-        position = _acting_first(spawning.random_ranks(phase_words),
-                                 _can_act(slot_words, phase))
+        position = spawning.random_order_first(phase_words, _can_act(slot_words, phase))
         slot_words = jnp.zeros_like(slot_words).at[position].set(slot_words & _SLOT_BITS)
         slot_words = _mark_later_cellmates(slot_words)
         occupied = bb.from_cells((slot_words & _ACTIVE_BIT) != 0, slot_words & 7,

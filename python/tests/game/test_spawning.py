@@ -153,3 +153,24 @@ def test_exit_data_siphon_and_resource_cells_count_as_free():
     for cells in placed_cells(place(state, 5, seeds=20)):
         assert len(cells) == 5 and set(cells[:4]) == allowed
         assert cells[4][0] == 0 or cells[4][1] == 0
+
+
+_order_first = jax.jit(jax.vmap(spawning.random_order_first))
+_ranks = jax.jit(jax.vmap(spawning.random_ranks))
+
+
+def test_random_order_first_is_the_random_order_with_the_given_items_moved_to_the_front():
+    """Against NumPy: the items sorted by their keys (26 random bits above the index), then a
+    stable partition that puts the `first` items in front, as each item's position."""
+    generator = np.random.default_rng(5)
+    words = generator.integers(0, 2**32, (200, 36), dtype=np.uint32)
+    words[:20, :] &= 0xFFFF  # 16 random bits only: colliding keys keep their index order
+    first = generator.random((200, 36)) < np.linspace(0.0, 1.0, 200)[:, None]
+    positions = np.asarray(_order_first(jnp.asarray(words), jnp.asarray(first)))
+    ranks = np.asarray(_ranks(jnp.asarray(words)))
+    for row in range(words.shape[0]):
+        keys = (words[row] & np.uint32(0xFFFFFFC0)) | np.arange(36, dtype=np.uint32)
+        order = np.argsort(keys, kind="stable")
+        np.testing.assert_array_equal(ranks[row], np.argsort(order))
+        processing = [i for i in order if first[row, i]] + [i for i in order if not first[row, i]]
+        np.testing.assert_array_equal(positions[row], np.argsort(processing))
