@@ -24,12 +24,17 @@ def chunk_size(num_envs: int) -> int:
     return max(1, num_envs // CHUNK_DIVISOR)
 
 
-def compacted_map(fn, needed, args, fallback, size: int):
+def compacted_map(fn, needed, args, fallback, size: int, fallback_is_input: bool = False):
     """Row i of the result is `fn(*row i of args)` where `needed[i]`, else row i of `fallback`.
 
     `fn` is an unbatched function; it runs vmapped over chunks of `size` rows of needy envs, in
     as many rounds as there are full or partial chunks. `fallback` must have the structure, shapes
     and dtypes of `fn`'s batched output.
+
+    With `fallback_is_input`, `fn` also receives row i of `fallback` as its last argument. The
+    rows are read from the results being built, where a needy row is still its fallback until
+    its own chunk writes it: XLA can then build the results in `fallback`'s buffers when nothing
+    else reads them later, instead of copying every array of it first.
     """
     num_rows = needed.shape[0]
     needed = needed.astype(jnp.bool_)
@@ -43,7 +48,10 @@ def compacted_map(fn, needed, args, fallback, size: int):
 
     def one_chunk(chunk, results):
         rows = jax.lax.dynamic_slice_in_dim(needy_rows, chunk * size, size)
-        inputs = jax.tree_util.tree_map(lambda x: x[jnp.minimum(rows, num_rows - 1)], args)
+        read = jnp.minimum(rows, num_rows - 1)
+        inputs = jax.tree_util.tree_map(lambda x: x[read], args)
+        if fallback_is_input:
+            inputs = (*inputs, jax.tree_util.tree_map(lambda x: x[read], results))
         outputs = jax.vmap(fn)(*inputs)
         return jax.tree_util.tree_map(lambda out, new: out.at[rows].set(new, mode="drop"),
                                       results, outputs)

@@ -141,14 +141,18 @@ class HackMatrixEnv:
         before, time, done, info = jax.vmap(_with_time, in_axes=(0, 0, None))(before, states,
                                                                              params)
 
-        def generate(reset_key, done, before):
-            generation_input, generation_key = _generation_input(reset_key, done, before)
+        def generate(reset_key, done, before, state):
+            generation_input, generation_key = _generation_input(reset_key, done,
+                                                                 before._replace(state=state))
             return worldgen.generate_board(generation_key, generation_input).replace(history=None)
 
-        without_buffer = before._replace(state=before.state.replace(history=None))
         generates = done | before.generates
-        generated = batching.compacted_map(generate, generates, (reset_keys, done, without_buffer),
-                                           without_buffer.state, size)
+        # The state goes in as the fallback only: nothing reads it after the generation, so
+        # XLA generates into its buffers (no copy of each array per step).
+        generated = batching.compacted_map(generate, generates,
+                                           (reset_keys, done, before._replace(state=None)),
+                                           before.state.replace(history=None), size,
+                                           fallback_is_input=True)
         game = generated.replace(history=before.state.history)
         generation_keys = jax.vmap(_generation_key)(reset_keys, done, before.generation_key)
         # `transition.place_once`, with the placement run only for the envs placing any
