@@ -206,37 +206,53 @@ def program_index(action):
 
 
 def run_program(key, state: S.GameState, action):
-    """The program branch of `resolve`: `programs.apply` for the action's program, its state
-    without the UNDO buffer (no program rewrites it). Run apart by the batched env step."""
+    """The program branch of `resolve`: `programs.apply` for the action's program, with its
+    failure (§4.3: the mask, or whatever the program reports) in the outcome; the state without
+    the UNDO buffer (no program rewrites it)."""
     programmed, outcome = programs.apply(key, state, program_index(action))
-    return programmed.replace(history=None), outcome
+    allowed = jnp.any(action_mask.program_mask(state)
+                      & (jnp.arange(C.NUM_PROGRAMS) == program_index(action)))
+    return programmed.replace(history=None), outcome._replace(failed=outcome.failed | ~allowed)
 
 
-def resolve(key, state: S.GameState, action, program_result=None, quality=None):
+def is_program_action(action):
+    """bool: the action (any int32) runs a program."""
+    return (action >= C.FIRST_PROGRAM_ACTION) & (action < C.NUM_ACTIONS)
+
+
+def resolve_program(key, state: S.GameState, action):
+    """`resolve` of a program action, without the UNDO buffer: (state, ActionOutcome). The
+    batched env step runs it only for the envs whose action is a program, after `resolve` with
+    `programs_elsewhere` for all of them."""
+    programmed, outcome = run_program(key, state, action)
+    state = state.replace(history=None)
+    failed, = fusion.computed_once(outcome.failed)  # read by the select of every state array
+    return jax.tree_util.tree_map(lambda new, old: jnp.where(failed, old, new), programmed,
+                                  state), outcome
+
+
+def resolve(key, state: S.GameState, action, quality=None, programs_elsewhere=False):
     """Resolve any of the 28 actions (§5 step 2); returns (state, ActionOutcome).
 
     A failed action (§4.4) reports `failed` and returns the input state unchanged. Program
     failure is the §4.3 mask itself (owned, affordable, applicable) or whatever the program
-    reports; paying and the effect happen in `programs.apply`. `program_result`, if given, is
-    `run_program(key, state, action)` computed elsewhere (only needed when the action is a
-    program), and `quality`, if given, `siphon_quality.siphon_quality(state)` (only needed when
-    it is a siphon).
+    reports; paying and the effect happen in `programs.apply`. `quality`, if given, is
+    `siphon_quality.siphon_quality(state)` computed elsewhere (only needed when the action is a
+    siphon). With `programs_elsewhere`, a program action returns the input state and an outcome
+    to be replaced by `resolve_program`'s.
     """
     action = jnp.asarray(action, jnp.int32)
     # A number outside 0-27 is no action at all: it fails like any invalid action (§4.4).
     in_range = (action >= 0) & (action < C.NUM_ACTIONS)
     is_move = in_range & (action < C.NUM_DIRECTIONS)
     is_siphon = action == C.ACTION_SIPHON
-    is_program = in_range & (action >= C.FIRST_PROGRAM_ACTION)
+    is_program = is_program_action(action)
 
     moved, move_outcome = _move_or_attack(state, jnp.clip(action, 0, C.NUM_DIRECTIONS - 1))
     siphoned, siphon_outcome = _siphon(state, siphon_quality.siphon_quality(state)
                                        if quality is None else quality)
-    programmed, program_outcome = (run_program(key, state, action) if program_result is None
-                                   else program_result)
-    program_allowed = jnp.any(action_mask.program_mask(state)
-                              & (jnp.arange(C.NUM_PROGRAMS) == program_index(action)))
-    program_outcome = program_outcome._replace(failed=program_outcome.failed | ~program_allowed)
+    programmed, program_outcome = ((state, O.no_outcome()) if programs_elsewhere
+                                   else run_program(key, state, action))
 
     predicates = (is_move, is_siphon, is_program)
     outcomes = (move_outcome, siphon_outcome, program_outcome)

@@ -32,7 +32,7 @@ from hackmatrix.game import spawning
 from hackmatrix.game import state as S
 from hackmatrix.game import transition
 from hackmatrix.game import worldgen
-from hackmatrix.game.outcome import no_outcome
+from hackmatrix.game.actions import is_program_action
 
 
 @struct.dataclass
@@ -126,16 +126,21 @@ class HackMatrixEnv:
         size = batching.chunk_size(keys.shape[0])
         step_keys, reset_keys = jnp.moveaxis(jax.vmap(jax.random.split)(keys), 1, 0)
         games = states.game
-        games_without_buffer = games.replace(history=None)
 
-        program_results = batching.compacted_map(
-            transition.run_program, actions >= C.FIRST_PROGRAM_ACTION, (step_keys, games, actions),
-            (games_without_buffer, jax.vmap(lambda _: no_outcome())(actions)), size)
         qualities = batching.compacted_map(
-            siphon_quality.siphon_quality, actions == C.ACTION_SIPHON, (games_without_buffer,),
-            jnp.zeros(actions.shape, jnp.float32), size)
-        resolved = jax.vmap(transition.resolve_action)(step_keys, games, actions,
-                                                       program_results, qualities)
+            siphon_quality.siphon_quality, actions == C.ACTION_SIPHON,
+            (games.replace(history=None),), jnp.zeros(actions.shape, jnp.float32), size)
+        acted, outcomes = jax.vmap(transition.resolve_except_programs)(step_keys, games, actions,
+                                                                      qualities)
+        # Programs resolve in the results of the other actions, where a program env still has
+        # its input state: built in place, nothing else reads those arrays.
+        acted, outcomes = batching.compacted_map(
+            lambda key, action, buffer, row: transition.resolve_program(
+                key, row[0].replace(history=buffer), action),
+            is_program_action(actions), (step_keys, actions, games.history),
+            (acted.replace(history=None), outcomes), size, fallback_is_input=True)
+        resolved = jax.vmap(transition.resolved_step)(
+            step_keys, games, actions, acted.replace(history=games.history), outcomes)
         loop_bounds = jnp.max(jax.vmap(enemy_turn.acting_counts)(resolved.state), axis=0)
         before = jax.vmap(transition.before_generation, in_axes=(0, None))(resolved, loop_bounds)
         before, time, done, info = jax.vmap(_with_time, in_axes=(0, 0, None))(before, states,

@@ -50,11 +50,16 @@ def reset(key):
     return state, observation.observe(state)
 
 
-def run_program(key, state: S.GameState, action):
-    """The program branch of the step with this key: `actions.run_program` with the key the
-    step's action resolution uses. For running programs apart (`resolve_action`)."""
-    resolve_key = spawning.split_key(key, 3)[0]
-    return actions.run_program(resolve_key, state, action)
+def resolve_except_programs(key, state: S.GameState, action, quality):
+    """`actions.resolve` with the step's resolve key, programs left to `resolve_program`."""
+    return actions.resolve(spawning.split_key(key, 3)[0], state, action, quality,
+                           programs_elsewhere=True)
+
+
+def resolve_program(key, state: S.GameState, action):
+    """`actions.resolve_program` with the key the step's action resolution uses (`key` is the
+    step's): for resolving programs apart (`resolved_step`)."""
+    return actions.resolve_program(spawning.split_key(key, 3)[0], state, action)
 
 
 class ActionResolved(NamedTuple):
@@ -70,19 +75,21 @@ class ActionResolved(NamedTuple):
     enemy_key: jax.Array
 
 
-def resolve_action(key, state: S.GameState, action, program_result=None,
-                   quality=None) -> ActionResolved:
+def resolve_action(key, state: S.GameState, action, quality=None) -> ActionResolved:
     """§5.1-§5.3: the reward's starting point (kept as the input state), the action, the stage
-    advance.
-
-    `program_result`, if given, is `run_program(key, state, action)` computed elsewhere, and
-    `quality` the siphon quality of `state` (the batched env step computes each only for the
-    envs whose action needs it).
-    """
+    advance. `quality`, if given, is the siphon quality of `state` computed elsewhere."""
     action = jnp.asarray(action, jnp.int32)
-    resolve_key, generation_key, enemy_key = spawning.split_key(key, 3)
-    resolved, outcome = actions.resolve(resolve_key, state, action, program_result,   # §5.2
+    resolved, outcome = actions.resolve(spawning.split_key(key, 3)[0], state, action,  # §5.2
                                         quality)
+    return resolved_step(key, state, action, resolved, outcome)
+
+
+def resolved_step(key, state: S.GameState, action, resolved: S.GameState,
+                  outcome: O.ActionOutcome) -> ActionResolved:
+    """`resolve_action` from the action's result (`actions.resolve` with the step's resolve key):
+    the stage advance (§5.3). The batched env step resolves programs apart, then calls this."""
+    action = jnp.asarray(action, jnp.int32)
+    _, generation_key, enemy_key = spawning.split_key(key, 3)
     stage_completed = ~outcome.failed & outcome.exit_reached
     staged, generates, won = worldgen.advance_stage(resolved, stage_completed)         # §5.3
     return ActionResolved(state, staged, outcome, action, stage_completed, generates, won,
