@@ -58,7 +58,7 @@ def resolve_except_programs(key, state: S.GameState, action, quality):
 
 def resolve_program(key, state: S.GameState, action):
     """`actions.resolve_program` with the key the step's action resolution uses (`key` is the
-    step's): for resolving programs apart (`resolved_step`)."""
+    step's), for the batched env step: it resolves programs apart, then calls `resolved_step`."""
     return actions.resolve_program(spawning.split_key(key, 3)[0], state, action)
 
 
@@ -75,12 +75,11 @@ class ActionResolved(NamedTuple):
     enemy_key: jax.Array
 
 
-def resolve_action(key, state: S.GameState, action, quality=None) -> ActionResolved:
+def resolve_action(key, state: S.GameState, action) -> ActionResolved:
     """§5.1-§5.3: the reward's starting point (kept as the input state), the action, the stage
-    advance. `quality`, if given, is the siphon quality of `state` computed elsewhere."""
+    advance."""
     action = jnp.asarray(action, jnp.int32)
-    resolved, outcome = actions.resolve(spawning.split_key(key, 3)[0], state, action,  # §5.2
-                                        quality)
+    resolved, outcome = actions.resolve(spawning.split_key(key, 3)[0], state, action)  # §5.2
     return resolved_step(key, state, action, resolved, outcome)
 
 
