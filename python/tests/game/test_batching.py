@@ -47,6 +47,29 @@ def test_compacted_map_runs_fn_exactly_on_needed_rows():
     assert batching.chunk_size(1) == 1 and batching.chunk_size(1024) == 1024 // 16
 
 
+def test_compacted_map_with_fallback_as_input_reads_each_rows_own_fallback():
+    """`fallback_is_input`: fn gets row i of the fallback, never a row an earlier chunk wrote,
+    also when the last row is needy and later chunks' padding reads it."""
+    def fn(x, fallback_row):
+        first, second = fallback_row
+        return first * 100 + x, second - x
+
+    @jax.jit
+    def run(needed, x, fallback):
+        return batching.compacted_map(fn, needed, (x,), fallback, size=3, fallback_is_input=True)
+
+    x = jnp.arange(10, dtype=jnp.int32)
+    fallback = (jnp.arange(10, dtype=jnp.int32) + 7, jnp.arange(10, dtype=jnp.int32) * 3)
+    for needed in ([1, 0, 1, 1, 0, 1, 0, 1, 1, 1],   # 7 needed, the last row too: three chunks
+                   [0] * 10, [1] * 10, [0, 0, 0, 0, 0, 0, 0, 0, 0, 1]):
+        needed = np.asarray(needed, bool)
+        first, second = run(jnp.asarray(needed), x, fallback)
+        np.testing.assert_array_equal(first, np.where(needed, (np.arange(10) + 7) * 100
+                                                      + np.arange(10), np.arange(10) + 7))
+        np.testing.assert_array_equal(second, np.where(needed, np.arange(10) * 2,
+                                                       np.arange(10) * 3))
+
+
 @jax.jit
 @chex.assert_max_traces(n=1)
 def _both_steps(keys, states, actions):
