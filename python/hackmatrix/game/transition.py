@@ -50,16 +50,21 @@ def reset(key):
     return state, observation.observe(state)
 
 
+def _step_keys(key):
+    """The step's keys (resolve, generation, enemy turn), from the step's `key`. The batched env
+    step resolves actions in parts; every part must use these to stay bit-identical to `step`."""
+    return spawning.split_key(key, 3)
+
+
 def resolve_except_programs(key, state: S.GameState, action, quality):
     """`actions.resolve` with the step's resolve key, programs left to `resolve_program`."""
-    return actions.resolve(spawning.split_key(key, 3)[0], state, action, quality,
-                           programs_elsewhere=True)
+    return actions.resolve(_step_keys(key)[0], state, action, quality, programs_elsewhere=True)
 
 
 def resolve_program(key, state: S.GameState, action):
-    """`actions.resolve_program` with the key the step's action resolution uses (`key` is the
-    step's), for the batched env step: it resolves programs apart, then calls `resolved_step`."""
-    return actions.resolve_program(spawning.split_key(key, 3)[0], state, action)
+    """`actions.resolve_program` with the step's resolve key (`key` is the step's), for the
+    batched env step: it resolves programs apart, then calls `resolved_step`."""
+    return actions.resolve_program(_step_keys(key)[0], state, action)
 
 
 class ActionResolved(NamedTuple):
@@ -79,7 +84,7 @@ def resolve_action(key, state: S.GameState, action) -> ActionResolved:
     """§5.1-§5.3: the reward's starting point (kept as the input state), the action, the stage
     advance."""
     action = jnp.asarray(action, jnp.int32)
-    resolved, outcome = actions.resolve(spawning.split_key(key, 3)[0], state, action)  # §5.2
+    resolved, outcome = actions.resolve(_step_keys(key)[0], state, action)  # §5.2
     return resolved_step(key, state, action, resolved, outcome)
 
 
@@ -88,7 +93,7 @@ def resolved_step(key, state: S.GameState, action, resolved: S.GameState,
     """`resolve_action` from the action's result (`actions.resolve` with the step's resolve key):
     the stage advance (§5.3). The batched env step resolves programs apart, then calls this."""
     action = jnp.asarray(action, jnp.int32)
-    _, generation_key, enemy_key = spawning.split_key(key, 3)
+    _, generation_key, enemy_key = _step_keys(key)
     stage_completed = ~outcome.failed & outcome.exit_reached
     staged, generates, won = worldgen.advance_stage(resolved, stage_completed)         # §5.3
     return ActionResolved(state, staged, outcome, action, stage_completed, generates, won,
