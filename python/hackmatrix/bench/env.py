@@ -20,6 +20,7 @@ from hackmatrix import xla_options
 from hackmatrix.bench.arguments import positive_int
 from hackmatrix.game import constants as C
 from hackmatrix.game.env import HackMatrixEnv
+from hackmatrix.game.spawning import split_key
 from hackmatrix.tools.cli import ArgumentParser
 
 DEFAULT_NUM_ENVS = (1, 64, 256, 1024, 4096)
@@ -43,7 +44,7 @@ def make_rollout(num_envs: int, scan_steps: int = SCAN_STEPS, plain_vmap: bool =
         key, obs, state = carry
         key, action_key, step_key = jax.random.split(key, 3)
         actions = random_valid_action(action_key, obs.action_mask)
-        obs, state, reward, done, _ = step(jax.random.split(step_key, num_envs), state, actions,
+        obs, state, reward, done, _ = step(split_key(step_key, num_envs), state, actions,
                                            params)
         return (key, obs, state), None
 

@@ -94,14 +94,14 @@ class HackMatrixEnv:
         """`step_env`, then a fresh episode in place of a finished one (gymnax auto-reset).
 
         Equal to `step_env(step_key, ...)` followed by `reset_env(reset_key)` on done, with
-        `step_key, reset_key = split(key)`, but it generates one stage and observes one state.
+        `step_key, reset_key = spawning.split_key(key, 2)`, but it generates one stage and observes one state.
         A step that completes a stage never ends the game (no enemy turn follows, so nobody
         dies; a won game generates nothing), so on done the generation can take a new game's
         starting state instead of the completed stage (whose successor a truncation would
         discard anyway).
         """
         params = self.default_params if params is None else params
-        step_key, reset_key = jax.random.split(key)
+        step_key, reset_key = spawning.split_key(key, 2)
         before, time, done, info = self._step_before_generation(step_key, state, action, params)
         generation_input, generation_key = _generation_input(reset_key, done, before)
         generated = worldgen.generate_board(generation_key, generation_input)
@@ -124,7 +124,8 @@ class HackMatrixEnv:
         """
         params = self.default_params if params is None else params
         size = batching.chunk_size(keys.shape[0])
-        step_keys, reset_keys = jnp.moveaxis(jax.vmap(jax.random.split)(keys), 1, 0)
+        step_keys, reset_keys = jnp.moveaxis(jax.vmap(spawning.split_key, in_axes=(0, None))(
+            keys, 2), 1, 0)
         games = states.game
 
         qualities = batching.compacted_map(

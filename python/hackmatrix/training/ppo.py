@@ -3,7 +3,8 @@
 `make_trainer(config, env, env_params)` returns pure functions. `env` is gymnax-style with the
 batched pair `batch_reset(keys, params)` / `batch_step(keys, states, actions, params)` (the
 HackMatrix env runs its rarely needed parts only for the envs that need them there) and the
-static sizes `observation_size` (of `obs.features`) and `num_actions`:
+static sizes `observation_size` (of `obs.features`) and `num_actions`. Its per-env step keys are
+raw uint32[2] keys from the game's hash splitter (`spawning.split_key`):
   init(key) -> RunnerState
   run_chunk(runner, num_active, schedule) -> (runner, metrics): `config.updates_per_chunk` PPO
       updates in one jitted `lax.scan`; only the first `num_active` run (the rest pass the state
@@ -35,6 +36,7 @@ from jax.sharding import NamedSharding, PartitionSpec
 
 from hackmatrix import xla_options
 from hackmatrix.game.constants import ACTION_SIPHON, FIRST_PROGRAM_ACTION, NUM_REWARD_COMPONENTS
+from hackmatrix.game.spawning import split_key
 from hackmatrix.training import distribution
 from hackmatrix.training.config import TrainConfig
 from hackmatrix.training.network import ActorCritic, init_params
@@ -185,8 +187,10 @@ def make_trainer(config: TrainConfig, env, env_params) -> Trainer:
         logits, value = network.apply(params, envs.obs.features)
         action = distribution.sample(action_key, logits, envs.obs.action_mask)
         action_log_prob = distribution.log_prob(logits, envs.obs.action_mask, action)
+        # The game's hash splitter: jax.random.split's threefry is a loop of ~200 small kernels
+        # per step on CPU, which the envs' keys do not need.
         next_obs, env_state, reward, done, info = env.batch_step(
-            jax.random.split(step_key, num_envs), envs.env_state, action, env_params)
+            split_key(step_key, num_envs), envs.env_state, action, env_params)
 
         episode_return = envs.episode_return + reward
         episode_length = envs.episode_length + 1

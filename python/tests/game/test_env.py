@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from hackmatrix.game import constants as C
-from hackmatrix.game import action_mask, observation, scenario
+from hackmatrix.game import action_mask, observation, scenario, spawning
 from hackmatrix.game.env import EnvParams, EnvState, HackMatrixEnv
 
 import compiled
@@ -28,7 +28,7 @@ BATCH = 4
 
 def _step_and_step_env(key, state, action, params):
     """(ENV.step, ENV.step_env) of the same step: step_env gets the key half that step uses."""
-    step_key, _ = jax.random.split(key)
+    step_key, _ = spawning.split_key(key, 2)
     return ENV.step(key, state, action, params), ENV.step_env(step_key, state, action, params)
 
 
@@ -128,7 +128,7 @@ def test_invalid_action_auto_resets_and_reports_the_taken_step():
     assert not bool(info["death"]) and not bool(info["won"])
     np.testing.assert_array_equal(info["reward_components"], np.zeros(15, np.float32))
     # The returned state is the new episode drawn with the reset half of the key.
-    reset_obs, reset_state = RESET(jax.random.split(KEY)[1], PARAMS)
+    reset_obs, reset_state = RESET(spawning.split_key(KEY, 2)[1], PARAMS)
     assert int(new_state.time) == 0 and int(new_state.game.history_size) == 0
     assert_trees_equal(without_history_buffer(new_state), without_history_buffer(reset_state))
     assert_features_equal(obs.features, reset_obs.features)
@@ -207,7 +207,7 @@ def test_single_generation_step_matches_step_and_reset():
     """The auto-resetting step generates one stage: the completed stage's successor, or a new
     game on done. Either way it equals the raw game step, then the reset drawn from the reset
     half of the key."""
-    step_key, reset_key = jax.random.split(KEY)
+    step_key, reset_key = spawning.split_key(KEY, 2)
     reset_obs, reset_state = RESET(reset_key, PARAMS)
 
     # Stage completion: not done, the generated next stage is returned as the raw step makes it.
