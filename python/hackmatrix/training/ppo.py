@@ -42,7 +42,6 @@ from hackmatrix.training.config import TrainConfig
 from hackmatrix.training.network import ActorCritic, init_params
 
 
-
 ENV_AXIS = "envs"  # the mesh axis that per-env data is split over
 
 
@@ -180,8 +179,8 @@ def make_trainer(config: TrainConfig, env, env_params) -> Trainer:
         return RunnerState(init_train_state(params_key), init_envs(env_key), rng)
 
     # ---------------------------------------------------------------- rollout
-    def env_step(carry, _):
-        params, envs, rng = carry
+    def env_step(carry, step):
+        params, envs, rng, observations = carry
         rng, action_key, step_key = jax.random.split(rng, 3)
         action_key, step_key = device_key(action_key), device_key(step_key)
         logits, value = network.apply(params, envs.obs.features)
@@ -194,7 +193,10 @@ def make_trainer(config: TrainConfig, env, env_params) -> Trainer:
 
         episode_return = envs.episode_return + reward
         episode_length = envs.episode_length + 1
-        transition = Transition(envs.obs, action, action_log_prob, value, reward, done)
+        observations = jax.tree.map(
+            lambda stored, obs: jax.lax.dynamic_update_index_in_dim(stored, obs, step, 1),
+            observations, envs.obs)
+        transition = Transition(None, action, action_log_prob, value, reward, done)
         stats = StepStats(
             ended_return=jnp.where(done, episode_return, 0.0),
             ended_length=jnp.where(done, episode_length, 0),
@@ -203,14 +205,18 @@ def make_trainer(config: TrainConfig, env, env_params) -> Trainer:
             truncated=info["truncated"], invalid_action=info["invalid_action"])
         envs = EnvBatch(env_state, next_obs, jnp.where(done, 0.0, episode_return),
                         jnp.where(done, 0, episode_length))
-        return (params, envs, rng), (transition, stats)
+        return (params, envs, rng, observations), (transition, stats)
 
     def rollout(params, envs: EnvBatch, rng):
-        (_, envs, rng), (transitions, stats) = jax.lax.scan(
-            env_step, (params, envs, rng), None, length=num_steps)
-        # scan stacks time first; store env-major so num_envs leads like all per-env data.
+        # Rollout data is env-major, so num_envs leads like all per-env data. The observations
+        # go straight into place: stacked time first by the scan and swapped afterwards, they
+        # were copied once more per update.
+        observations = jax.tree.map(
+            lambda obs: jnp.zeros((num_envs, num_steps) + obs.shape[1:], obs.dtype), envs.obs)
+        (_, envs, rng, observations), (transitions, stats) = jax.lax.scan(
+            env_step, (params, envs, rng, observations), jnp.arange(num_steps))
         env_major = lambda tree: jax.tree.map(lambda x: jnp.swapaxes(x, 0, 1), tree)
-        return envs, rng, env_major(transitions), env_major(stats)
+        return envs, rng, env_major(transitions)._replace(obs=observations), env_major(stats)
 
     # ---------------------------------------------------------------- PPO loss and update
     def loss_fn(params, minibatch):
@@ -239,9 +245,11 @@ def make_trainer(config: TrainConfig, env, env_params) -> Trainer:
         }
         return total_loss, diagnostics
 
-    def update_minibatch(carry, minibatch):
-        train, lr = carry
-        transitions, advantages, targets = minibatch
+    def update_minibatch(carry, rows):
+        train, lr, batch = carry
+        # Gathered from the flat batch here, not shuffled as a whole first: one copy of the
+        # observations per epoch instead of two.
+        transitions, advantages, targets = jax.tree.map(lambda x: x[rows], batch)
         # Normalised over the whole minibatch, on every device alike.
         mean = device_mean(advantages.mean())
         std = jnp.sqrt(device_mean(jnp.square(advantages - mean).mean()))
@@ -253,18 +261,15 @@ def make_trainer(config: TrainConfig, env, env_params) -> Trainer:
         diagnostics["grad_norm"] = optax.tree.norm(grads)  # before clipping
         updates, opt_state = optimizer.update(grads, train.opt_state, train.params)
         params = optax.apply_updates(train.params, jax.tree.map(lambda u: -lr * u, updates))
-        return (TrainState(params, opt_state, train.schedule_timesteps), lr), diagnostics
+        return (TrainState(params, opt_state, train.schedule_timesteps), lr, batch), diagnostics
 
     def update_epoch(carry, shuffle_key):
+        """One pass over the batch (flattened to batch_size rows) in shuffled minibatches."""
         train, lr, batch = carry
         permutation = jax.random.permutation(device_key(shuffle_key), batch_size)
-
-        def to_minibatches(x):
-            flat = x.reshape((batch_size,) + x.shape[2:])
-            return flat[permutation].reshape((config.num_minibatches, minibatch_size) + x.shape[2:])
-
-        (train, _), diagnostics = jax.lax.scan(update_minibatch, (train, lr),
-                                               jax.tree.map(to_minibatches, batch))
+        (train, _, _), diagnostics = jax.lax.scan(
+            update_minibatch, (train, lr, batch),
+            permutation.reshape(config.num_minibatches, minibatch_size))
         return (train, lr, batch), diagnostics
 
     def ppo_update(runner: RunnerState, schedule: Schedule):
@@ -276,9 +281,10 @@ def make_trainer(config: TrainConfig, env, env_params) -> Trainer:
 
         lr = learning_rate(config, schedule, train.schedule_timesteps)
         rng, epochs_key = jax.random.split(rng)
+        flat = jax.tree.map(lambda x: x.reshape((batch_size,) + x.shape[2:]),
+                            (transitions, advantages, targets))
         (train, _, _), diagnostics = jax.lax.scan(
-            update_epoch, (train, lr, (transitions, advantages, targets)),
-            jax.random.split(epochs_key, config.update_epochs))
+            update_epoch, (train, lr, flat), jax.random.split(epochs_key, config.update_epochs))
         train = train._replace(
             schedule_timesteps=train.schedule_timesteps + jnp.float32(config.batch_size))
 
