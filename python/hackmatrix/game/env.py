@@ -94,7 +94,8 @@ class HackMatrixEnv:
         """`step_env`, then a fresh episode in place of a finished one (gymnax auto-reset).
 
         Equal to `step_env(step_key, ...)` followed by `reset_env(reset_key)` on done, with
-        `step_key, reset_key = spawning.split_key(key, 2)`, but it generates one stage and observes one state.
+        `step_key, reset_key = spawning.split_key(key, 2)`, but it generates one stage and
+        observes one state.
         A step that completes a stage never ends the game (no enemy turn follows, so nobody
         dies; a won game generates nothing), so on done the generation can take a new game's
         starting state instead of the completed stage (whose successor a truncation would
