@@ -164,7 +164,7 @@ def test_random_order_first_is_the_random_order_with_the_given_items_moved_to_th
     stable partition that puts the `first` items in front, as each item's position."""
     generator = np.random.default_rng(5)
     words = generator.integers(0, 2**32, (200, 36), dtype=np.uint32)
-    words[:20, :] &= 0xFFFF  # 16 random bits only: colliding keys keep their index order
+    words[:20, :] &= 0xFFFF  # keys of 10 random bits: some collide and keep their index order
     first = generator.random((200, 36)) < np.linspace(0.0, 1.0, 200)[:, None]
     positions = np.asarray(_order_first(jnp.asarray(words), jnp.asarray(first)))
     ranks = np.asarray(_ranks(jnp.asarray(words)))
