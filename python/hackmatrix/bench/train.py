@@ -4,7 +4,9 @@ device counts: `--num-devices 1,2`).
 For each num_envs it also measures a network-only bound: the same PPO update (same code, same
 shapes) fed with stored observations by a replay env whose step is a table lookup, so the
 difference to the real run is the cost of stepping the game. The timed chunks of the real run
-and the bound alternate, so the shared machine's slow spells hit both.
+and the bound alternate, so the shared machine's slow spells hit both. The rollout overhead is
+the ratio of the two medians; each round's own ratio (a real chunk and the bound's chunk
+timed next to it) shows how much it moves: their quartiles are printed beside it.
 """
 
 from __future__ import annotations
@@ -129,6 +131,14 @@ def measure(configs: list[TrainConfig], env, env_params, repeats: int, replay=No
             for pair in runs]
 
 
+def _quartiles(values: list[float]) -> tuple[float, float]:
+    """(25th, 75th) percentiles, linearly interpolated; both the value itself for one value."""
+    if len(values) == 1:
+        return values[0], values[0]
+    low, _, high = statistics.quantiles(values, n=4, method="inclusive")
+    return low, high
+
+
 def main(argv=None) -> int:
     parser = ArgumentParser(prog="benchmark.py train", description=__doc__)
     parser.add_argument("--num-envs", type=positive_int_list, default=[64, 256, 1024],
@@ -178,7 +188,8 @@ def main(argv=None) -> int:
           f"devices={jax.local_device_count()} "
           f"hidden={args.hidden_dim}x{args.num_layers} num_steps={args.num_steps}")
     print(f"{'num_envs':>8} {'dev':>3} {'batch':>8} {'mb':>3} {'ep':>3} {'compile_s':>9} "
-          f"{'first_upd_s':>11} {'train_sps':>10} {'net_only_sps':>12} {'rollout_overhead':>16}")
+          f"{'first_upd_s':>11} {'train_sps':>10} {'net_only_sps':>12} {'rollout_overhead':>16} "
+          f"{'per_round_p25-p75':>17}")
     for same_envs in configs.values():
         for config, results in zip(same_envs,
                                    measure(same_envs, env, env_params, args.repeats, replay)):
@@ -189,6 +200,8 @@ def main(argv=None) -> int:
             if replay is not None:
                 bound = results[1]
                 overhead = bound["sps"] / full["sps"] - 1.0
-                line += f" {bound['sps']:>12.0f} {overhead:>15.1%}"
+                low, high = _quartiles([b / f - 1.0 for f, b in zip(full["sps_all"],
+                                                                    bound["sps_all"])])
+                line += f" {bound['sps']:>12.0f} {overhead:>15.1%} {f'{low:.1%}-{high:.1%}':>17}"
             print(line, flush=True)
     return 0

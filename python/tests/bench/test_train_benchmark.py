@@ -18,6 +18,8 @@ def test_prints_each_device_count_with_its_bound(capsys):
         compile_s, first_update_s, train_sps, bound_sps = map(float, row[5:9])
         assert 0 < compile_s <= first_update_s and train_sps > 0 and bound_sps > 0
         assert abs(float(row[9].rstrip("%")) / 100 - (bound_sps / train_sps - 1)) < 3e-3
+        # One round: its own overhead is the median's, so both quartiles equal it.
+        assert row[10] == f"{row[9]}-{row[9]}"
 
 
 def test_more_devices_than_jax_sees_is_a_usage_error(capsys):
@@ -26,3 +28,9 @@ def test_more_devices_than_jax_sees_is_a_usage_error(capsys):
     assert exit_info.value.code == EXIT_BAD_ARGUMENTS
     assert capsys.readouterr().err.strip().endswith(
         "--num-devices 4, but JAX sees 2 cpu device(s)")  # the tests' process has two
+
+
+def test_per_round_quartiles_interpolate_between_rounds():
+    assert train_benchmark._quartiles([0.5, 0.1, 0.3, 0.2, 0.4]) == pytest.approx((0.2, 0.4))
+    assert train_benchmark._quartiles([0.1, 0.2]) == pytest.approx((0.125, 0.175))
+    assert train_benchmark._quartiles([0.07]) == (0.07, 0.07)
