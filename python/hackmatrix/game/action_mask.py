@@ -101,7 +101,11 @@ def program_applicable(state) -> jnp.ndarray:
         C.ATK_PLUS: core.atk_plus_uses < 2,
         C.HACK: any_siphoned,
     }
-    return fusion.stack_last([applicable[k] for k in range(C.NUM_PROGRAMS)], jnp.bool_)
+    # Packed into one word per state, computed once, then unpacked: as a stack of 23 values,
+    # every element of the mask (and of the mask's kernel) would evaluate all 23 tests.
+    word, = fusion.computed_once(sum(jnp.where(applicable[k], 1 << k, 0)
+                                     for k in range(C.NUM_PROGRAMS)))
+    return ((word >> jnp.arange(C.NUM_PROGRAMS)) & 1) == 1
 
 
 def program_mask(state) -> jnp.ndarray:

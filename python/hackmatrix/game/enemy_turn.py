@@ -16,9 +16,9 @@
 and a flag, so that a step places its transmissions once, whether they come from the enemy turn
 or from a stage generation (`finish` completes the turn; `run` is both).
 
-Each phase permutes the packed enemy words into processing order, with the enemies that can act
-in this phase first (their relative order unchanged; the others never move or attack), and
-loops over them, so iteration i reads slot i with an index that is not batched under vmap (a
+Each phase permutes the packed enemy words into processing order: the enemies that can act in
+this phase first, in a fresh random order, then the others in list order (they never move or
+attack, so their order changes nothing), and loops over them, so iteration i reads slot i with an index that is not batched under vmap (a
 cheap slice, not a gather). The loop runs MAX_ENEMIES iterations per phase, or fewer when the
 caller passes `loop_bounds`: the batched env step passes its batch's largest `acting_counts`,
 an unbatched bound, so the loop really stops there (~20 and ~8 iterations instead of 36 and 36
@@ -232,9 +232,8 @@ def _enemy_actions(key, core: S.Core, loop_bounds=None):
     def one_phase(phase, slot_words):
         # A loop over the phases (not a Python loop) keeps one copy of the body: half the
         # compile time.
-        # A fresh uniformly random processing order, with the enemies that can act this phase
-        # moved to the front (keeping their order): the others never move or attack, so only
-        # the acting prefix needs the loop.
+        # The enemies that can act this phase in a fresh uniformly random order, then the
+        # others: those never move or attack, so only the acting prefix needs the loop.
         phase_words = jax.lax.dynamic_index_in_dim(order_words, phase, keepdims=False)
         position = spawning.random_order_first(phase_words, _can_act(slot_words, phase))
         slot_words = jnp.zeros_like(slot_words).at[position].set(slot_words & _SLOT_BITS)

@@ -35,5 +35,7 @@ def computed_once(*values):
     """The 0-d `values` (after vmap: [batch] arrays) unchanged, computed into one buffer that
     their readers load instead of each recomputing them (`bitboard.materialize`)."""
     dtype = jnp.result_type(*values)
-    buffer = bb.materialize(stack_last(list(values) + [values[0]], dtype))  # >= 2 entries
+    # Every entry of the buffer evaluates every value (a chain of selects), so no more than
+    # the two entries `materialize` needs.
+    buffer = bb.materialize(stack_last(list(values) * (2 if len(values) == 1 else 1), dtype))
     return tuple(buffer[i].astype(jnp.asarray(value).dtype) for i, value in enumerate(values))

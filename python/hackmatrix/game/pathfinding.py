@@ -28,6 +28,7 @@ import jax.numpy as jnp
 
 from hackmatrix.game import bitboard as bb
 from hackmatrix.game import constants as C
+from hackmatrix.game import fusion
 
 # A shortest path has at most 23 edges, so a distance-d(e) path's first step lies in layer <= 22.
 MAX_PATH_LENGTH = 23
@@ -121,7 +122,8 @@ def rule2_first_steps(p_row, p_col, block_board: bb.Board) -> Rule2Steps:
         layer, visited, touched, steps = unpack(words)
         layer = expand(0, 0, layer, visited, touched, steps)
         layer = expand(1, 1, layer, visited, touched, steps)
-        return jnp.stack([layer, *visited, *touched, *(w for pair in steps for w in pair)])
+        return fusion.stack_last([layer, *visited, *touched,
+                                  *(w for pair in steps for w in pair)])
 
     zero = jnp.uint32(0)
     words = jnp.stack([source, source, zero, zero, zero] + [zero] * (2 * C.NUM_DIRECTIONS))

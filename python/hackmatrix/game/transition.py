@@ -19,6 +19,7 @@ import jax.numpy as jnp
 from hackmatrix.game import actions
 from hackmatrix.game import constants as C
 from hackmatrix.game import enemy_turn
+from hackmatrix.game import fusion
 from hackmatrix.game import observation
 from hackmatrix.game import outcome as O
 from hackmatrix.game import pathfinding
@@ -119,6 +120,7 @@ def before_generation(resolved: ActionResolved, enemy_loop_bounds=None) -> StepB
     start_distance, end_distance = pathfinding.path_distances(
         [(start_state, start_state.core.player_row, start_state.core.player_col),
          (after, after.core.player_row, after.core.player_col)])
+    start_distance, end_distance = fusion.computed_once(start_distance, end_distance)
     start = reward.before(start_state, start_distance)                                # §5.1
     values = jnp.where(valid, reward.components(start, after, outcome, resolved.action,
                                                 stage_completed, won, end_distance), 0.0)

@@ -159,9 +159,10 @@ _order_first = jax.jit(jax.vmap(spawning.random_order_first))
 _ranks = jax.jit(jax.vmap(spawning.random_ranks))
 
 
-def test_random_order_first_is_the_random_order_with_the_given_items_moved_to_the_front():
-    """Against NumPy: the items sorted by their keys (26 random bits above the index), then a
-    stable partition that puts the `first` items in front, as each item's position."""
+def test_random_order_first_puts_the_given_items_in_key_order_then_the_others_by_index():
+    """Against NumPy: the `first` items sorted by their keys (25 random bits above the index),
+    then the others in index order, as each item's position; `random_ranks` sorts by keys of
+    26 random bits above the index."""
     generator = np.random.default_rng(5)
     words = generator.integers(0, 2**32, (200, 36), dtype=np.uint32)
     words[:20, :] &= 0xFFFF  # keys of 10 random bits: some collide and keep their index order
@@ -172,5 +173,7 @@ def test_random_order_first_is_the_random_order_with_the_given_items_moved_to_th
         keys = (words[row] & np.uint32(0xFFFFFFC0)) | np.arange(36, dtype=np.uint32)
         order = np.argsort(keys, kind="stable")
         np.testing.assert_array_equal(ranks[row], np.argsort(order))
-        processing = [i for i in order if first[row, i]] + [i for i in order if not first[row, i]]
+        first_keys = ((words[row] >> 1) & np.uint32(0x7FFFFFC0)) | np.arange(36, dtype=np.uint32)
+        processing = ([i for i in np.argsort(first_keys, kind="stable") if first[row, i]]
+                      + [i for i in range(36) if not first[row, i]])
         np.testing.assert_array_equal(positions[row], np.argsort(processing))
