@@ -1,7 +1,7 @@
-"""Benchmarks: `benchmark.py env|train|kernels [...]` (env throughput, training throughput,
-where the compiled env step's kernels come from).
+"""Benchmarks: `benchmark.py env|train|kernels|profile [...]` (env throughput, training
+throughput, where the compiled env step's kernels come from, the update's kernel time by kernel).
 
-A thin dispatcher; the bodies live in hackmatrix.bench.env, .train and .kernels. Each is
+A thin dispatcher; the bodies live in hackmatrix.bench.env, .train, .kernels and .profile. Each is
 imported only when chosen, so `env` works without the training code.
 """
 
@@ -16,6 +16,8 @@ COMMANDS = {
     "train": ("hackmatrix.bench.train", "PPO training throughput"),
     "kernels": ("hackmatrix.bench.kernels",
                 "kernels and fused operations of the compiled env step, by game function"),
+    "profile": ("hackmatrix.bench.profile",
+                "kernel time of the training update chunk, kernel by kernel"),
 }
 
 

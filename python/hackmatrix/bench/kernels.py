@@ -35,7 +35,7 @@ class ScopeCount(NamedTuple):
     operations: int
 
 
-def _instruction_counts(hlo_text: str) -> dict[str, int]:
+def instruction_counts(hlo_text: str) -> dict[str, int]:
     """Instructions (not parameters or constants) of each computation of an HLO module."""
     counts, current = {}, None
     for line in hlo_text.splitlines():
@@ -51,6 +51,12 @@ def _instruction_counts(hlo_text: str) -> dict[str, int]:
     return counts
 
 
+def scope_parts(op_name: str) -> list[str]:
+    """The `module.function` scopes of an instruction's op_name (its parts with a dot, outside
+    `jit(...)`), outermost first."""
+    return [part for part in op_name.split("/") if "." in part and not part.startswith("jit(")]
+
+
 def by_scope(hlo_text: str, depth: int = 2, prefix: str = "") -> list[ScopeCount]:
     """Kernels (fusions) and fused operations of an optimised HLO module per named-scope path.
 
@@ -59,15 +65,14 @@ def by_scope(hlo_text: str, depth: int = 2, prefix: str = "") -> list[ScopeCount
     `prefix` (a path of whole parts), only the fusions at or under it count, shown relative to
     it ("(itself)" for those directly in it). Sorted by operations, most first.
     """
-    sizes = _instruction_counts(hlo_text)
+    sizes = instruction_counts(hlo_text)
     kernels, operations = collections.Counter(), collections.Counter()
     for line in hlo_text.splitlines():
         call = _FUSION_CALL.search(line)
         if not call:
             continue
         op_name = _OP_NAME.search(line)
-        parts = [part for part in op_name.group(1).split("/")
-                 if "." in part and not part.startswith("jit(")] if op_name else []
+        parts = scope_parts(op_name.group(1)) if op_name else []
         if prefix:
             prefix_parts = prefix.split("/")
             if parts[:len(prefix_parts)] != prefix_parts:

@@ -53,8 +53,14 @@ _INT16 = np.iinfo(np.int16)
 
 def _to_int16(*columns):
     """Stack int32 columns into a saturating int16 [n, len(columns)] array."""
-    stacked = fusion.stack_last(columns, jnp.int32)  # 1.05x faster 256-env step than jnp.stack
-    return jnp.clip(stacked, _INT16.min, _INT16.max).astype(jnp.int16)
+    clipped = [jnp.clip(column, _INT16.min, _INT16.max) for column in columns]
+    if len(columns) == 2:
+        # One int32 per row, reinterpreted as its two int16 halves (low half first): XLA:CPU
+        # writes an int16 [n, 2] array element by element, ~4x slower per push.
+        return jax.lax.bitcast_convert_type((clipped[0] & 0xFFFF) | (clipped[1] << 16),
+                                            jnp.int16)
+    stacked = fusion.stack_last(clipped, jnp.int32)  # 1.05x faster 256-env step than jnp.stack
+    return stacked.astype(jnp.int16)
 
 
 def _field(word, shift, width):

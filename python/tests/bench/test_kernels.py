@@ -72,6 +72,7 @@ def test_positive_int_arguments():
     ("env", ["--num-envs", "0"]),
     ("train", ["--num-envs", "3", "--num-steps", "3", "--num-minibatches", "2"]),
     ("kernels", ["--depth", "-1"]),
+    ("profile", ["--updates", "0"]),
 ])
 def test_bad_benchmark_arguments_exit_3_before_compiling(command, argv, capsys):
     import importlib
