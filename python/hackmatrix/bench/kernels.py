@@ -13,6 +13,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import functools
+import importlib
 import inspect
 import re
 from typing import NamedTuple
@@ -84,16 +85,25 @@ def by_scope(hlo_text: str, depth: int = 2, prefix: str = "") -> list[ScopeCount
     return [ScopeCount(scope, kernels[scope], count) for scope, count in operations.most_common()]
 
 
+# The game modules whose functions `scoped_game_functions` scopes (the scope's label is
+# "module.function").
+GAME_MODULES = ("action_mask", "actions", "batching", "enemy_turn", "env", "history",
+                "observation", "pathfinding", "programs", "reward", "siphon_quality", "spawning",
+                "state", "transition", "worldgen")
+
+
+def in_game_scope(scope: str) -> bool:
+    """Whether a '/'-joined scope path holds a scope of `scoped_game_functions`."""
+    return any(part.split(".", 1)[0].removeprefix("vmap(") in GAME_MODULES
+               for part in scope.split("/") if part)
+
+
 @contextlib.contextmanager
 def scoped_game_functions():
     """Every function defined in a game module runs inside `jax.named_scope("module.function")`
     (module-level names are rebound, so calls between and within modules are scoped too);
     restored on exit."""
-    from hackmatrix.game import (action_mask, actions, batching, enemy_turn, env, history,
-                                 observation, pathfinding, programs, reward, siphon_quality,
-                                 spawning, state, transition, worldgen)
-    modules = (action_mask, actions, batching, enemy_turn, env, history, observation, pathfinding,
-               programs, reward, siphon_quality, spawning, state, transition, worldgen)
+    modules = [importlib.import_module(f"hackmatrix.game.{name}") for name in GAME_MODULES]
     originals = []
     for module in modules:
         label_prefix = module.__name__.rsplit(".", 1)[-1]

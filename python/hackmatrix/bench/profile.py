@@ -26,7 +26,8 @@ import jax.numpy as jnp
 
 from hackmatrix import xla_options
 from hackmatrix.bench.arguments import positive_int
-from hackmatrix.bench.kernels import instruction_counts, scope_parts, scoped_game_functions
+from hackmatrix.bench.kernels import (in_game_scope, instruction_counts, scope_parts,
+                                      scoped_game_functions)
 from hackmatrix.tools.cli import ArgumentParser
 
 _INSTRUCTION = re.compile(r"^\s*(?:ROOT )?%?([\w.\-]+) = (\S+) ([\w\-]+)\(")
@@ -42,7 +43,7 @@ class KernelTime(NamedTuple):
     launches_per_update: float
     instructions: int  # of its fused computation; 0 for an unfused instruction
     shape: str
-    scope: str  # '/'-joined `module.function` parts of its op_name; "" outside every scope
+    scope: str  # '/'-joined `module.function` parts of its op_name (`kernels.scope_parts`)
 
 
 def kernel_times(hlo_text: str, events: Iterable[dict], updates: int) -> list[KernelTime]:
@@ -77,15 +78,21 @@ def trace_events(trace_dir: Path) -> list[dict]:
     return events["traceEvents"] if isinstance(events, dict) else events
 
 
-def profile_chunk(num_envs: int, num_steps: int, hidden_dim: int, num_layers: int,
-                  updates: int) -> tuple[str, list[dict]]:
-    """(optimised HLO text, trace events) of `updates` one-update chunks of the trainer."""
-    from hackmatrix.training.config import TrainConfig, auto_scale_for_batch_size
-    from hackmatrix.training.ppo import make_schedule, make_trainer
-    jax.config.update("jax_enable_compilation_cache", False)
+def chunk_config(num_envs: int, num_steps: int, hidden_dim: int, num_layers: int):
+    """The trainer's config for one-update chunks, auto-scaled as the CLI does (ConfigError if
+    the combination is invalid)."""
+    from hackmatrix.training.config import TrainConfig, auto_scale_for_batch_size, validate
     config, _ = auto_scale_for_batch_size(TrainConfig(
         num_envs=num_envs, num_steps=num_steps, hidden_dim=hidden_dim, num_layers=num_layers,
         log_interval=1, total_timesteps=10**9), frozenset())
+    validate(config)
+    return config
+
+
+def profile_chunk(config, updates: int) -> tuple[str, list[dict]]:
+    """(optimised HLO text, trace events) of `updates` one-update chunks of the trainer."""
+    from hackmatrix.training.ppo import make_schedule, make_trainer
+    jax.config.update("jax_enable_compilation_cache", False)
     with scoped_game_functions():
         from hackmatrix.game.env import HackMatrixEnv
         env = HackMatrixEnv()
@@ -123,10 +130,14 @@ def main(argv=None) -> int:
     parser.add_argument("--game-only", action="store_true",
                         help="only kernels inside a game function's scope")
     args = parser.parse_args(argv)
-    hlo_text, events = profile_chunk(args.num_envs, args.num_steps, args.hidden_dim,
-                                     args.num_layers, args.updates)
+    from hackmatrix.training.config import ConfigError
+    try:
+        config = chunk_config(args.num_envs, args.num_steps, args.hidden_dim, args.num_layers)
+    except ConfigError as error:
+        parser.error(str(error))
+    hlo_text, events = profile_chunk(config, args.updates)
     rows = kernel_times(hlo_text, events, args.updates)
-    game = [row for row in rows if row.scope]
+    game = [row for row in rows if in_game_scope(row.scope)]
     print(f"update chunk at {args.num_envs} envs x {args.num_steps} steps: kernel time per update "
           f"{sum(row.ms_per_update for row in rows):.1f} ms, of which in game scopes "
           f"{sum(row.ms_per_update for row in game):.1f} ms "

@@ -49,6 +49,13 @@ def test_by_scope_depth_and_prefix(scoped_hlo):
     assert kernels.by_scope(scoped_hlo, prefix="elsewhere") == []
 
 
+def test_in_game_scope_names_the_scoped_game_modules():
+    assert kernels.in_game_scope("vmap(transition.before_generation)/enemy_turn.run")
+    assert kernels.in_game_scope("batching.compacted_map")
+    assert not kernels.in_game_scope("make_trainer.<locals>.init")
+    assert not kernels.in_game_scope("")
+
+
 def test_scoped_game_functions_restores_the_modules():
     from hackmatrix.game import enemy_turn, state
     original_run, original_select = enemy_turn.run, state.select
@@ -73,6 +80,7 @@ def test_positive_int_arguments():
     ("train", ["--num-envs", "3", "--num-steps", "3", "--num-minibatches", "2"]),
     ("kernels", ["--depth", "-1"]),
     ("profile", ["--updates", "0"]),
+    ("profile", ["--num-envs", "1", "--num-steps", "1"]),  # a batch of 1 in 4 minibatches
 ])
 def test_bad_benchmark_arguments_exit_3_before_compiling(command, argv, capsys):
     import importlib
