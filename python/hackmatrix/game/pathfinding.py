@@ -93,7 +93,9 @@ def rule2_first_steps(p_row, p_col, block_board: bb.Board) -> Rule2Steps:
 
     Layer k (distance k from p) lies in one word, of p's colour for even k ("same") and of the
     other colour for odd k, so the search keeps its sets per relative colour. The loop carries
-    its 13 words as one array: one kernel per iteration (a tuple carry costs one per word).
+    its 13 words as two arrays, the search's 5 and the steps' 8: two kernels per iteration (a
+    tuple of words costs one per word, and in one array every word's kernel entry would
+    compute all 13).
     """
     parity = bb.cell_parity(p_row, p_col)
     source = jnp.where(bb.contains(block_board, p_row, p_col), jnp.uint32(0),
@@ -115,18 +117,20 @@ def rule2_first_steps(p_row, p_col, block_board: bb.Board) -> Rule2Steps:
         return layer
 
     def unpack(words):
-        return (words[0], [words[1], words[2]], [words[3], words[4]],
-                [[words[5 + 2 * d], words[6 + 2 * d]] for d in range(C.NUM_DIRECTIONS)])
+        search, step_words = words
+        return (search[0], [search[1], search[2]], [search[3], search[4]],
+                [[step_words[2 * d], step_words[2 * d + 1]] for d in range(C.NUM_DIRECTIONS)])
 
     def two_layers(_, words):
         layer, visited, touched, steps = unpack(words)
         layer = expand(0, 0, layer, visited, touched, steps)
         layer = expand(1, 1, layer, visited, touched, steps)
-        return fusion.stack_last([layer, *visited, *touched,
-                                  *(w for pair in steps for w in pair)])
+        return (fusion.stack_last([layer, *visited, *touched]),
+                fusion.stack_last([w for pair in steps for w in pair]))
 
     zero = jnp.uint32(0)
-    words = jnp.stack([source, source, zero, zero, zero] + [zero] * (2 * C.NUM_DIRECTIONS))
+    words = (jnp.stack([source, source, zero, zero, zero]),
+             jnp.zeros((2 * C.NUM_DIRECTIONS,), jnp.uint32))
     # Layers 0..21 in the loop, then layer 22: distances never exceed 23 (module docstring).
     words = jax.lax.fori_loop(0, (MAX_PATH_LENGTH - 1) // 2, two_layers, words)
     layer, visited, touched, steps = unpack(words)
