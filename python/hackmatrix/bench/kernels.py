@@ -52,10 +52,14 @@ def instruction_counts(hlo_text: str) -> dict[str, int]:
     return counts
 
 
-def scope_parts(op_name: str) -> list[str]:
-    """The `module.function` scopes of an instruction's op_name (its parts with a dot, outside
-    `jit(...)`), outermost first."""
-    return [part for part in op_name.split("/") if "." in part and not part.startswith("jit(")]
+def scope_parts(hlo_line: str) -> list[str]:
+    """The `module.function` scopes of an HLO instruction line's op_name (its parts with a dot,
+    outside `jit(...)`), outermost first; none without an op_name."""
+    op_name = _OP_NAME.search(hlo_line)
+    if op_name is None:
+        return []
+    return [part for part in op_name.group(1).split("/")
+            if "." in part and not part.startswith("jit(")]
 
 
 def by_scope(hlo_text: str, depth: int = 2, prefix: str = "") -> list[ScopeCount]:
@@ -72,8 +76,7 @@ def by_scope(hlo_text: str, depth: int = 2, prefix: str = "") -> list[ScopeCount
         call = _FUSION_CALL.search(line)
         if not call:
             continue
-        op_name = _OP_NAME.search(line)
-        parts = scope_parts(op_name.group(1)) if op_name else []
+        parts = scope_parts(line)
         if prefix:
             prefix_parts = prefix.split("/")
             if parts[:len(prefix_parts)] != prefix_parts:

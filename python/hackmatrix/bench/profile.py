@@ -32,7 +32,6 @@ from hackmatrix.tools.cli import ArgumentParser
 
 _INSTRUCTION = re.compile(r"^\s*(?:ROOT )?%?([\w.\-]+) = (\S+) ([\w\-]+)\(")
 _CALLS = re.compile(r"calls=%?([\w.\-]+)")
-_OP_NAME = re.compile(r'op_name="([^"]+)"')
 # Control flow: their events span the kernels they run, which are counted themselves.
 _CONTAINERS = ("while", "conditional", "call")
 
@@ -56,10 +55,8 @@ def kernel_times(hlo_text: str, events: Iterable[dict], updates: int) -> list[Ke
         if match is None or match.group(3) in _CONTAINERS:
             continue
         calls = _CALLS.search(line)
-        op_name = _OP_NAME.search(line)
-        kernels[match.group(1)] = (
-            sizes.get(calls.group(1), 0) if calls else 0, match.group(2),
-            "/".join(scope_parts(op_name.group(1))) if op_name else "")
+        kernels[match.group(1)] = (sizes.get(calls.group(1), 0) if calls else 0, match.group(2),
+                                   "/".join(scope_parts(line)))
     microseconds, launches = collections.Counter(), collections.Counter()
     for event in events:
         if event.get("ph") == "X" and event.get("name") in kernels:
