@@ -23,7 +23,7 @@ COMMANDS = {
 
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
-    parser = ArgumentParser(prog="benchmark.py", description=__doc__.splitlines()[0])
+    parser = ArgumentParser(prog="benchmark.py", description=__doc__.split("\n\n")[0])
     parser.add_argument("command", choices=sorted(COMMANDS),
                         help="; ".join(f"{name}: {text}" for name, (_, text) in COMMANDS.items()))
     parser.add_argument("args", nargs=argparse.REMAINDER,

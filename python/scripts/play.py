@@ -208,7 +208,7 @@ def play(state, key, color: bool) -> None:
 
 def main(argv=None) -> int:
     parser = cli.ArgumentParser(prog="play.py", description=__doc__, epilog=EXIT_CODES_HELP)
-    parser.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    parser.add_argument("--seed", type=cli.seed, default=0, help="random seed (default 0)")
     parser.add_argument("--scenario", metavar="FILE.json",
                         help="start from a scenario (rules Appendix A) instead of a new game")
     parser.add_argument("--no-color", action="store_true",

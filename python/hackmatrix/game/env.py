@@ -28,6 +28,7 @@ from hackmatrix.game import enemy_turn
 from hackmatrix.game import history
 from hackmatrix.game import observation
 from hackmatrix.game import siphon_quality
+from hackmatrix.game import spaces
 from hackmatrix.game import spawning
 from hackmatrix.game import state as S
 from hackmatrix.game import transition
@@ -66,6 +67,14 @@ class HackMatrixEnv:
     @property
     def default_params(self) -> EnvParams:
         return EnvParams()
+
+    def action_space(self, params: EnvParams | None = None) -> spaces.Discrete:
+        """The 28 actions (gymnax interface; `EnvObservation.action_mask` says which are valid)."""
+        return spaces.action_space()
+
+    def observation_space(self, params: EnvParams | None = None) -> spaces.Box:
+        """The space of `EnvObservation.features`, f32[1545] (gymnax interface)."""
+        return spaces.feature_space()
 
     def reset_env(self, key, params: EnvParams):
         """A new game (§13.1): returns (EnvObservation, EnvState). A finished episode of `step`

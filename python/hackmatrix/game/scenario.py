@@ -252,7 +252,7 @@ def from_dict(d: dict, key=None) -> S.GameState:
         block_type = _get(entry, "type", path, lambda v, p: v, required=True)
         if block_type not in _BLOCK_CONTENT:  # exact lower-case names only
             _fail(f"{path}.type", f"unknown block type {block_type!r}")
-        block_points = _get(entry, "points", path, _int, default=0)
+        block_points = _get(entry, "points", path, _non_negative, default=0)
         block_program = _get(entry, "program", path, _program)
         is_siphoned = _get(entry, "siphoned", path, _bool, default=False)
         if block_type == "program" and block_program is None:
@@ -271,7 +271,8 @@ def from_dict(d: dict, key=None) -> S.GameState:
         content[row, col] = _BLOCK_CONTENT[block_type]
         points[row, col] = 0 if carries_program else block_points
         program[row, col] = block_program if carries_program else C.NO_PROGRAM
-        spawn_count[row, col] = _get(entry, "spawnCount", path, _int, default=default_spawn)
+        spawn_count[row, col] = _get(entry, "spawnCount", path, _non_negative,
+                                    default=default_spawn)
         siphoned[row, col] |= is_siphoned  # a later siphoned=false never clears the flag
 
     # A.2 step 6: resources in order.

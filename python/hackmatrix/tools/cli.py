@@ -81,6 +81,20 @@ def seconds(text: str) -> float:
     return value
 
 
+def seed(text: str) -> int:
+    """argparse type of a random seed: an integer in [0, 2**32 - 1], as the trainer takes
+    (JAX's PRNGKey holds 32 bits; a larger value would fail only after the tool's set-up)."""
+    from hackmatrix.training.config import MAX_SEED
+
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if not 0 <= value <= MAX_SEED:
+        raise argparse.ArgumentTypeError(f"must be in [0, {MAX_SEED}], got {value}")
+    return value
+
+
 def check_output_file(path: str, flag: str) -> pathlib.Path:
     """Makes sure `path` can be written before any work starts, so a typo never costs a whole
     run: its directory must exist and accept a new file, and the path must be new or a regular
@@ -197,11 +211,26 @@ def run_main(prog: str, body) -> int:
     return EXIT_OK
 
 
+class _DuplicateKey(ValueError):
+    pass
+
+
+def _object_without_duplicate_keys(pairs):
+    # `json` keeps the last of repeated keys; in a hand-written scenario the other value was
+    # meant too, so a repeat is an error rather than a silent choice.
+    result = {}
+    for key, value in pairs:
+        if key in result:
+            raise _DuplicateKey(f"{key}: appears twice in one object")
+        result[key] = value
+    return result
+
+
 def load_scenario(path: str):
     """The game state of a scenario JSON file (rules Appendix A).
 
-    An unreadable file raises ToolError with exit 6; a malformed one (invalid JSON or a field that
-    `scenario.from_dict` rejects, named in the message) with exit 3.
+    An unreadable file raises ToolError with exit 6; a malformed one (invalid JSON, a key repeated
+    in one object, or a field that `scenario.from_dict` rejects, named in the message) with exit 3.
     """
     import json
 
@@ -215,10 +244,12 @@ def load_scenario(path: str):
     except UnicodeDecodeError:
         raise ToolError(f"{path}: not a JSON text file (not UTF-8)", EXIT_BAD_ARGUMENTS) from None
     try:
-        data = json.loads(text)
+        data = json.loads(text, object_pairs_hook=_object_without_duplicate_keys)
     except json.JSONDecodeError as error:
         raise ToolError(f"{path}: invalid JSON at line {error.lineno} column {error.colno}: "
                         f"{error.msg}", EXIT_BAD_ARGUMENTS) from None
+    except _DuplicateKey as error:
+        raise ToolError(f"{path}: {error}", EXIT_BAD_ARGUMENTS) from None
     try:
         return scenario.from_dict(data)
     except ValueError as error:

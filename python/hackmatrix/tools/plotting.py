@@ -49,19 +49,23 @@ def records_text(count: int) -> str:
 
 def read_metrics(run_dir: str | pathlib.Path) -> list[dict]:
     """The logged records of a run, in file order; lines that are not JSON objects are skipped
-    (a run killed mid-write leaves a truncated last line)."""
+    (a run killed mid-write leaves a truncated last line; a binary file, such as a checkpoint
+    named by mistake, has none)."""
     path = metrics_path(run_dir)
     if not path.is_file():
         raise MetricsError(f"no {METRICS_FILE} at {path}")
     records = []
-    with path.open() as handle:
-        for line in handle:
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError:
-                continue
-            if isinstance(record, dict):
-                records.append(record)
+    try:
+        with path.open(encoding="utf-8", errors="replace") as handle:
+            for line in handle:
+                try:
+                    record = json.loads(line)
+                except json.JSONDecodeError:
+                    continue
+                if isinstance(record, dict):
+                    records.append(record)
+    except OSError as error:
+        raise MetricsError(f"cannot read {path}: {error.strerror}") from None
     if not records:
         raise MetricsError(f"{path} holds no metrics records")
     return records

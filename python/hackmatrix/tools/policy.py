@@ -114,6 +114,10 @@ def load_policy(source: str | pathlib.Path) -> LoadedPolicy:
         raise PolicyLoadError(
             f"{path}: network expects {obs_dim} features and {num_actions} actions, "
             f"this game has {OBS_DIM} and {C.NUM_ACTIONS}")
+    dtypes = {np.asarray(leaf).dtype for leaf in jax.tree_util.tree_leaves(params)}
+    if not all(np.issubdtype(dtype, np.floating) for dtype in dtypes):
+        raise PolicyLoadError(f"{path}: parameters must be real floating-point arrays, found "
+                              f"{', '.join(sorted(str(dtype) for dtype in dtypes))}")
     try:
         network = net.network_from_config(network_config)
         params = jax.tree_util.tree_map(jnp.asarray, params)

@@ -120,11 +120,13 @@ def infer_network_config(params: dict) -> dict:
                               key=lambda k: int(k.rsplit("_", 1)[1]))
         first_kernel = np.shape(layers[hidden_names[0]]["kernel"])
         logits_kernel = np.shape(layers["actor_logits"]["kernel"])
+        if len(first_kernel) != 2 or len(logits_kernel) != 2:
+            raise ValueError("kernels are matrices")
+        return {"hidden_dim": int(first_kernel[1]), "num_layers": len(hidden_names),
+                "obs_dim": int(first_kernel[0]), "num_actions": int(logits_kernel[1])}
     except (KeyError, IndexError, ValueError, TypeError, AttributeError):
         raise CheckpointError("parameters do not look like an ActorCritic: they need "
-                              "torso_0.../kernel and actor_logits/kernel arrays") from None
-    return {"hidden_dim": int(first_kernel[1]), "num_layers": len(hidden_names),
-            "obs_dim": int(first_kernel[0]), "num_actions": int(logits_kernel[1])}
+                              "torso_0.../kernel and actor_logits/kernel matrices") from None
 
 
 # ----------------------------------------------------------------------------- checkpoints

@@ -103,7 +103,9 @@ class WandbSink:
         return getattr(self.run, "dir", None) if self.run is not None else None
 
     def _disable(self, message: str) -> None:
-        self.warn(f"[wandb] {message}")
+        # wandb's errors span several lines (a network error quotes its whole request); a
+        # warning in the training log is one line.
+        self.warn(f"[wandb] {' '.join(message.split())}")
         self.run = None
 
     def log(self, metrics: dict) -> None:

@@ -258,3 +258,25 @@ def test_raw_game_step_traces_once_for_reset_stepped_and_scenario_states():
     stepped, *_ = raw_step(KEY, new_game, jnp.int32(0))
     raw_step(KEY, stepped, jnp.int32(1))
     raw_step(KEY, scenario.from_dict({"player": {"row": 0, "col": 0}}), jnp.int32(0))
+
+
+def test_gymnax_spaces_describe_the_actions_and_features():
+    actions, features_space = ENV.action_space(PARAMS), ENV.observation_space(PARAMS)
+    assert actions.n == 28 and actions.shape == ()
+    draws = np.asarray(jax.vmap(actions.sample)(jax.random.split(KEY, 512)))
+    assert set(draws.tolist()) == set(range(28))
+    assert actions.contains(27) and not actions.contains(28) and not actions.contains(-1)
+
+    assert features_space.shape == (1545,) and features_space.dtype == jnp.float32
+    obs, _ = jax.vmap(RESET, in_axes=(0, None))(jax.random.split(KEY, BATCH), PARAMS)
+    assert all(features_space.contains(features) for features in obs.features)
+    # Beyond play's ranges, the uncapped features pass 1 and stay inside the space.
+    features, _ = expected_observation(scenario.from_dict({
+        "player": {"row": 0, "col": 0, "credits": 500, "dataSiphons": 30},
+        "enemies": [{"type": "virus", "row": 1, "col": 0, "hp": 9}]}))
+    enemy_hp = 33 + 6 * 42 + 4  # cell (1, 0), channel 4
+    assert features[3] == 1.0 and features[6] == 3.0 and features[enemy_hp] == 3.0
+    assert features_space.contains(features)
+    assert not features_space.contains(features[:-1])
+    assert not features_space.contains(np.where(np.arange(1545) == 33 + 7, 2.0, features))
+    assert not features_space.contains(np.where(np.arange(1545) == 0, -0.2, features))

@@ -94,6 +94,11 @@ def _invariants(state):
         "counters non-negative": (core.credits >= 0) & (core.energy >= 0)
         & (core.data_siphons >= 0) & (core.score >= 0),
         "stage in 1..8": (state.stage >= 1) & (state.stage <= C.MAX_STAGE),
+        # New pieces go only on free cells, so play never fills a list: a full one would mean
+        # a spawn bug (and the next spawn would have no slot).
+        "enemy and transmission counts below capacity":
+            (jnp.sum(core.enemies.active) < C.MAX_ENEMIES)
+            & (jnp.sum(core.transmissions.active) < C.MAX_TRANSMISSIONS),
     }
 
 

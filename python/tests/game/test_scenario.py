@@ -326,6 +326,12 @@ def test_key_argument_is_accepted():
      "exitPosition.row: 6 is off the board"),
     ({"player": PLAYER, "blocks": [{"row": 1, "col": 1, "type": "data", "points": "9"}]},
      "blocks[0].points: expected an integer"),
+    # Points and spawn counts feed the score and the siphon's transmissions (§2.1: never < 0).
+    ({"player": PLAYER, "blocks": [{"row": 1, "col": 1, "type": "data", "points": -3}]},
+     "blocks[0].points: must be >= 0, got -3"),
+    ({"player": PLAYER, "blocks": [{"row": 1, "col": 1, "type": "program", "program": "WARP",
+                                    "spawnCount": -1}]},
+     "blocks[0].spawnCount: must be >= 0, got -1"),
     ({"player": PLAYER, "resources": [{"row": 1, "col": 9, "credits": 1}]},
      "resources[0].col: 9 is off the board"),
     ({"player": PLAYER, "resources": [{"col": 1, "credits": 1}]},

@@ -113,6 +113,14 @@ def test_a_scenario_file_that_is_not_text_exits_3(tmp_path):
     assert error.value.exit_code == cli.EXIT_BAD_ARGUMENTS
 
 
+def test_a_scenario_file_with_a_repeated_key_exits_3_naming_it(tmp_path):
+    path = tmp_path / "twice.json"
+    path.write_text('{"player": {"row": 3, "col": 1, "row": 4}}')
+    with pytest.raises(cli.ToolError, match=r"twice.json: row: appears twice") as error:
+        cli.load_scenario(str(path))
+    assert error.value.exit_code == cli.EXIT_BAD_ARGUMENTS
+
+
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
 def test_a_signal_exits_7_with_one_line(signum, capsys):
     before = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}

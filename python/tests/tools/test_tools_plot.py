@@ -56,13 +56,16 @@ def test_plots_a_real_run_with_missing_keys(tiny_run, tmp_path):
     _assert_png(sparse / "training_curves.png")
 
 
-@pytest.mark.parametrize("case", ["missing_dir", "no_metrics", "empty_metrics"])
+@pytest.mark.parametrize("case", ["missing_dir", "no_metrics", "empty_metrics", "binary_file"])
 def test_bad_run_dir_exits_6(case, tmp_path, capsys):
     run_dir = tmp_path / "run"
     if case == "no_metrics":
         run_dir.mkdir()
     elif case == "empty_metrics":
         _write_metrics(run_dir, [], trailing="not json\n")
+    elif case == "binary_file":  # a checkpoint named instead of the run
+        run_dir = tmp_path / "checkpoint_1.pkl"
+        run_dir.write_bytes(b"\x80\x04\x95\xff\xfe\n\x00\x81")
     assert plot_main([str(run_dir)]) == cli.EXIT_BAD_CHECKPOINT
     err = capsys.readouterr().err
     assert len(err.strip().splitlines()) == 1 and "Traceback" not in err

@@ -135,7 +135,8 @@ def test_scenario_start_and_step_mode(tiny_run, tmp_path, capsys, monkeypatch):
 
 
 @pytest.mark.parametrize("make_bad_source", ["missing", "empty_dir", "garbage_npz",
-                                             "wrong_shape_npz", "not_a_checkpoint"])
+                                             "wrong_shape_npz", "vector_kernel_npz",
+                                             "complex_npz", "not_a_checkpoint"])
 def test_bad_checkpoint_exits_6_with_one_line(make_bad_source, tmp_path, capsys):
     source = tmp_path / "missing.pkl"
     if make_bad_source == "empty_dir":
@@ -149,6 +150,16 @@ def test_bad_checkpoint_exits_6_with_one_line(make_bad_source, tmp_path, capsys)
         network = net.ActorCritic(hidden_dim=8, num_layers=1, num_actions=C.NUM_ACTIONS)
         source = ckpt.save_params(tmp_path / "params_1.npz",
                                   net.init_params(network, jax.random.key(0), obs_dim=12))
+    elif make_bad_source in ("vector_kernel_npz", "complex_npz"):
+        network = net.ActorCritic(hidden_dim=8, num_layers=1, num_actions=C.NUM_ACTIONS)
+        params = net.init_params(network, jax.random.key(0), obs_dim=1545)
+        # A first kernel that is not a matrix, or every array complex: both load as arrays.
+        params = jax.tree_util.tree_map(np.asarray, params)
+        if make_bad_source == "vector_kernel_npz":
+            params["params"]["torso_0"]["kernel"] = np.zeros(8, np.float32)
+        else:
+            params = jax.tree_util.tree_map(lambda x: x.astype(np.complex64), params)
+        source = ckpt.save_params(tmp_path / "final_params.npz", params)
     elif make_bad_source == "not_a_checkpoint":
         source = tmp_path / "checkpoint_1.pkl"
         source.write_bytes(b"\x80\x04K\x01.")  # a pickled int
@@ -161,6 +172,7 @@ def test_latest_in_empty_dir_and_bad_arguments(tmp_path, capsys):
     assert watch_main(["--latest", "--checkpoint-dir", str(tmp_path)]) == cli.EXIT_BAD_CHECKPOINT
     assert watch_main(["--latest", "--checkpoint-dir", str(tmp_path / "nope")]) == 6
     for bad_arguments in ([], ["x.pkl", "--latest"], ["x.pkl", "--episodes", "0"],
+                          ["x.pkl", "--seed", "4294967296"], ["x.pkl", "--seed", "-1"],
                           *(["x.pkl", "--delay", delay] for delay in
                             ("nan", "inf", "-inf", "-0.5", "601", "1e300", "soon"))):
         with pytest.raises(SystemExit) as exit_info:

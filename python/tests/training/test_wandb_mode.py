@@ -33,3 +33,20 @@ def test_explicit_mode_environment_and_disabled_need_no_probe(monkeypatch):
     assert wandb_sink.resolve_mode(True, None) == "disabled"
     monkeypatch.setenv("WANDB_MODE", "dryrun")
     assert wandb_sink.resolve_mode(True, None) == "offline"
+
+
+def test_a_failed_init_is_one_warning_line_and_training_goes_on(monkeypatch, tmp_path):
+    import wandb
+
+    def init(**kwargs):
+        raise ConnectionError("no such host\n  request: POST https://api.wandb.ai/graphql\n")
+    monkeypatch.setattr(wandb, "init", init)
+    warnings = []
+    sink = wandb_sink.WandbSink(mode="offline", project="p", entity=None, run_name="r",
+                                run_id="id", config={}, directory=tmp_path, resuming=False,
+                                upload_artifacts=False, warn=warnings.append)
+    assert sink.run is None
+    assert warnings == ["[wandb] wandb init (offline) failed, continuing without wandb: "
+                        "ConnectionError: no such host request: POST "
+                        "https://api.wandb.ai/graphql"]
+    sink.log({"update": 1})  # a no-op, not an error
