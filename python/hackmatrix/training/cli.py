@@ -824,6 +824,9 @@ def _train(args, signals: _Signals, cleanup: contextlib.ExitStack) -> int:
                           f"{run_dir}")
             exit_code = EXIT_INTERRUPTED
             return exit_code
+        if signals.signal_name is not None:
+            console.print(f"[signal] {signals.signal_name} came during the last chunk: the run "
+                          "is complete, so it finishes as usual (exit 0, nothing to resume)")
         save_checkpoint("final")
         ckpt.save_params(run_dir / ckpt.FINAL_PARAMS_NAME, jax.device_get(runner.train.params))
         final = summary("completed")
