@@ -35,6 +35,13 @@ steps 1.08x faster, with bit-identical results (integer and boolean reductions d
 the order). The trainer's few rewritten float sums (such as the gradient norm's sums of squares)
 then add up in one pass: after four updates at 64 envs its losses and metrics moved by at most
 a relative 1.2e-6 and its parameters by 7e-7.
+And both skip XLA's while-loop invariant code motion. It hoists what a loop body computes from
+loop-invariant values out of the loop and carries the results through every iteration as extra
+loop state. On CPU the game's loops then run slower, not faster: without it the env benchmark's
+rollout at 256 envs has 569 kernels instead of 601 and steps 1.1x faster (1.13x in the
+throughput mode), and the trainer's update chunk has 845 kernels instead of 930 and 6% less
+kernel time per update, with bit-identical results in both (moving code out of a loop changes
+no arithmetic).
 """
 
 from __future__ import annotations
@@ -50,7 +57,7 @@ CPU_COMPILE_MODES = ("fast", "throughput")
 FAST_COMPILE_XLA_FLAG = ("--xla_backend_extra_options="
                          "xla_cpu_disable_new_fusion_emitters,xla_cpu_disable_loop_unrolling")
 
-_SKIPPED_HLO_PASSES = "hlo-verifier,tree_reduction_rewriter"
+_SKIPPED_HLO_PASSES = "hlo-verifier,tree_reduction_rewriter,while-loop-invariant-code-motion"
 _CPU_OPTIONS = {"xla_backend_optimization_level": 2, "xla_disable_hlo_passes": _SKIPPED_HLO_PASSES}
 _CPU_RUN_ONCE_OPTIONS = {**_CPU_OPTIONS, "xla_backend_optimization_level": 0}
 
