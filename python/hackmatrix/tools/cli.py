@@ -20,6 +20,8 @@ import signal
 import sys
 import tempfile
 
+from hackmatrix.training.config import MAX_SEED
+
 EXIT_OK = 0
 EXIT_FAILURE = 2
 EXIT_BAD_ARGUMENTS = 3
@@ -84,8 +86,6 @@ def seconds(text: str) -> float:
 def seed(text: str) -> int:
     """argparse type of a random seed: an integer in [0, 2**32 - 1], as the trainer takes
     (JAX's PRNGKey holds 32 bits; a larger value would fail only after the tool's set-up)."""
-    from hackmatrix.training.config import MAX_SEED
-
     try:
         value = int(text)
     except ValueError:

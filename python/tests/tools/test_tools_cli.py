@@ -113,6 +113,13 @@ def test_a_scenario_file_that_is_not_text_exits_3(tmp_path):
     assert error.value.exit_code == cli.EXIT_BAD_ARGUMENTS
 
 
+def test_seeds_take_the_trainers_32_bit_range():
+    assert cli.seed("0") == 0 and cli.seed("4294967295") == 2**32 - 1
+    for bad in ("4294967296", "-1", "1.5", "seven"):
+        with pytest.raises(argparse.ArgumentTypeError):
+            cli.seed(bad)
+
+
 def test_a_scenario_file_with_a_repeated_key_exits_3_naming_it(tmp_path):
     path = tmp_path / "twice.json"
     path.write_text('{"player": {"row": 3, "col": 1, "row": 4}}')
