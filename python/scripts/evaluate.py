@@ -60,7 +60,8 @@ def main(argv=None) -> int:
                              "(default: random,exit-runner)")
     parser.add_argument("--episodes", type=int, default=256, metavar="N",
                         help="episodes per policy, run in parallel (default: 256)")
-    parser.add_argument("--seed", type=cli.seed, default=0, help="seed of the boards and of sampling")
+    parser.add_argument("--seed", type=cli.seed, default=0,
+                        help="seed of the boards and of sampling")
     parser.add_argument("--max-steps", type=int, default=2000, metavar="N",
                         help="steps after which an episode is cut off (default: 2000, the "
                              "training env's episode limit)")

@@ -33,7 +33,8 @@ def main(argv=None) -> int:
                         help="pause between frames, 0 to 600 (default 0.5); also each GIF "
                              "frame's duration, at least 0.3")
     parser.add_argument("--step", action="store_true", help="advance one step per Enter")
-    parser.add_argument("--seed", type=cli.seed, default=0, help="seed of the games and of sampling")
+    parser.add_argument("--seed", type=cli.seed, default=0,
+                        help="seed of the games and of sampling")
     parser.add_argument("--scenario", metavar="FILE.json",
                         help="start every episode from this exact state (scenario JSON)")
     parser.add_argument("--max-steps", type=int, default=500, metavar="N",

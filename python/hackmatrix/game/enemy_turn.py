@@ -18,12 +18,12 @@ or from a stage generation (`finish` completes the turn; `run` is both).
 
 Each phase permutes the packed enemy words into processing order: the enemies that can act in
 this phase first, in a fresh random order, then the others in list order (they never move or
-attack, so their order changes nothing), and loops over them, so iteration i reads slot i with an index that is not batched under vmap (a
-cheap slice, not a gather). The loop runs MAX_ENEMIES iterations per phase, or fewer when the
-caller passes `loop_bounds`: the batched env step passes its batch's largest `acting_counts`,
-an unbatched bound, so the loop really stops there (~20 and ~8 iterations instead of 36 and 36
-at 1024 random-play envs). Slots past the bound keep their words. hp reaching 0 does not stop
-the turn.
+attack, so their order changes nothing), and loops over them, so iteration i reads slot i with
+an index that is not batched under vmap (a cheap slice, not a gather). The loop runs MAX_ENEMIES
+iterations per phase, or fewer when the caller passes `loop_bounds`: the batched env step passes
+its batch's largest `acting_counts`, an unbatched bound, so the loop really stops there (~20 and
+~8 iterations instead of 36 and 36 at 1024 random-play envs). Slots past the bound keep their
+words. hp reaching 0 does not stop the turn.
 
 Speed (XLA:CPU, 1024 envs): a kernel launch costs several microseconds here, more than the work
 of most small kernels, so an iteration is one big kernel (the whole decision, breadth-first
