@@ -1,4 +1,5 @@
-"""The batched env step: `compacted_map` and `HackMatrixEnv.batch_step` == `vmap(step)`, bit for bit.
+"""The batched env step: `compacted_map` and `HackMatrixEnv.batch_step` == `vmap(step)`, bit for
+bit.
 
 With 8 envs the chunk holds one env, so every step with two or more programs, siphons,
 placements or generations runs several chunks; random scenarios own programs, so programs, stage

@@ -1,4 +1,5 @@
-"""Programs in play (rules §5, §7, §8, §12, §14): sequences of steps through `transition.step`."""
+"""Programs in play (rules §5, §7, §8, §12, §14): sequences of steps through
+`transition.step`."""
 
 import jax
 import numpy as np
