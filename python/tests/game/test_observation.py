@@ -1,6 +1,7 @@
 """The array observation (rules §15): every channel with exact values, and what stays hidden."""
 
 import random
+from collections import Counter
 
 import jax
 import jax.numpy as jnp
@@ -11,6 +12,7 @@ from hackmatrix.game import constants as C
 from hackmatrix.game import observation, scenario
 
 import compiled
+import plain
 
 OBSERVE = jax.jit(observation.observe)
 FLAT = jax.jit(lambda state: observation.flatten(observation.observe(state)))
@@ -391,3 +393,84 @@ def test_observation_matches_a_plain_reference_on_random_scenarios():
         np.testing.assert_array_equal(obs.programs, programs, err_msg=f"scenario {i}: {d}")
         np.testing.assert_allclose(obs.grid, grid, rtol=1e-6, atol=1e-7,
                                    err_msg=f"scenario {i}: {d}")
+
+
+# --- the same rules read from states reached in play ------------------------------------------
+# Play reaches what a scenario cannot set up: exits on other corners, revealed question blocks,
+# siphon centres from real siphons, disabled hatchlings, scheduled enemies, SHOW and CALM.
+
+def _reference_observation_of_plain(s):
+    """§15 from a plain state (`plain.to_plain`)."""
+    row, col, show = s["player_row"], s["player_col"], s["show_activated"]
+    player = [row / 5, col / 5, s["hp"] / 3, min(s["credits"] / 50, 1),
+              min(s["energy"] / 50, 1), (s["stage"] - 1) / 7, s["data_siphons"] / 10,
+              (s["attack_damage"] - 1) / 2, float(show), float(s["scheduled_tasks_disabled"])]
+    programs = [int(k in s["owned"]) for k in range(C.NUM_PROGRAMS)]
+    grid = np.zeros((6, 6, 42))
+    first_enemy = {}
+    for e in s["enemies"]:
+        if e["hp"] > 0:
+            first_enemy.setdefault((e["row"], e["col"]), e)
+    for (r, c), e in first_enemy.items():
+        if e["kind"] != C.CRYPTOG or r == row or c == col or show:
+            grid[r, c, e["kind"]] = 1
+            grid[r, c, 4:7] = [e["hp"] / 3, e["stunned"], e["from_siphon"]]
+    for t in reversed(s["transmissions"]):  # the first one in list order on a cell wins
+        grid[t["row"], t["col"], 36] = min(t["turns_remaining"] / 4, 1)
+    cells = s["cells"]
+    for r in range(6):
+        for c in range(6):
+            content, siphoned = cells["content"][r][c], cells["siphoned"][r][c]
+            if content == C.QUESTION_BLOCK:
+                grid[r, c, 9] = 1
+            elif content == C.DATA_BLOCK:
+                grid[r, c, [7, 10, 11, 35]] = [1, cells["points"][r][c] / 9, siphoned,
+                                               cells["spawn_count"][r][c] / 9]
+            elif content == C.PROGRAM_BLOCK:
+                grid[r, c, [8, 12 + cells["program"][r][c], 11]] = [1, 1, siphoned]
+                grid[r, c, 35] = cells["spawn_count"][r][c] / 9
+            if not plain.is_block(content) or siphoned:
+                grid[r, c, 37:39] = [cells["credits"][r][c] / 3, cells["energy"][r][c] / 3]
+            grid[r, c, 39] = content == C.DATA_SIPHON
+            grid[r, c, 40] = content == C.EXIT
+            grid[r, c, 41] = cells["siphon_center"][r][c]
+    return np.array(player), np.array(programs), grid
+
+
+def test_observation_matches_a_plain_reference_in_play():
+    rng = random.Random(7)
+    key = jax.random.PRNGKey(7)
+    seen = Counter()
+    for game in range(40):
+        d = _random_scenario(rng) | {"siphonCenterCells": [], "turn": rng.randint(0, 14)}
+        if game % 3 == 0:  # next to the exit: stage completions put it on another corner
+            d["player"] |= dict(zip(("row", "col"), rng.choice([(4, 5), (5, 4)])))
+        state = scenario.from_dict(d)
+        for step in range(12):
+            mask = np.asarray(compiled.VALID_ACTIONS(state))
+            if not mask.any():
+                break
+            action = rng.choice(np.flatnonzero(mask).tolist())
+            key, step_key = jax.random.split(key)
+            state, obs, _, done, _ = compiled.STEP(step_key, state, action)
+            s = plain.to_plain(state)
+            player, programs, grid = _reference_observation_of_plain(s)
+            where = f"game {game}, step {step}, action {C.ACTION_NAMES[action]}"
+            np.testing.assert_allclose(obs.player, player, rtol=1e-6, err_msg=where)
+            np.testing.assert_array_equal(obs.programs, programs, err_msg=where)
+            np.testing.assert_allclose(obs.grid, grid, rtol=1e-6, atol=1e-7, err_msg=where)
+            cells = s["cells"]
+            seen["exit off (5,5)"] += (s["exit_row"], s["exit_col"]) != (5, 5)
+            seen["siphon centre"] += any(map(any, cells["siphon_center"]))
+            seen["stunned enemy"] += any(e["stunned"] for e in s["enemies"])
+            seen["scheduled enemy"] += any(e["from_scheduled"] for e in s["enemies"])
+            seen["hidden cryptog"] += any(
+                e["kind"] == C.CRYPTOG and e["row"] != s["player_row"]
+                and e["col"] != s["player_col"] and not s["show_activated"]
+                for e in s["enemies"])
+            seen["siphoned block"] += any(
+                plain.is_block(cells["content"][r][c]) and cells["siphoned"][r][c]
+                for r in range(6) for c in range(6))
+            if bool(done):
+                break
+    assert min(seen.values()) >= 3 and len(seen) == 6, seen
