@@ -412,9 +412,11 @@ def random_dict(rng, *, player=None, stage=None, hp=None, siphons=None, all_prog
 @pytest.fixture(scope="module")
 def generated_states():
     """`random_scenario` states (generated boards, an UNDO snapshot half the time)."""
-    keys = jax.random.split(jax.random.PRNGKey(21), GENERATED_STATES)
-    batch = jax.jit(jax.vmap(random_scenario))(keys)
-    return [plain.unbatch(batch, i) for i in range(GENERATED_STATES)]
+    # Batches of 8, the shape test_batching compiles, so the persistent cache can share it.
+    make_batch = jax.jit(jax.vmap(random_scenario))
+    keys = jax.random.split(jax.random.PRNGKey(21), GENERATED_STATES).reshape(-1, 8, 2)
+    batches = [make_batch(batch_keys) for batch_keys in keys]
+    return [plain.unbatch(batch, i) for batch in batches for i in range(8)]
 
 
 def state_diff(expected, actual):
