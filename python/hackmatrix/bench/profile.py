@@ -75,17 +75,6 @@ def trace_events(trace_dir: Path) -> list[dict]:
     return events["traceEvents"] if isinstance(events, dict) else events
 
 
-def chunk_config(num_envs: int, num_steps: int, hidden_dim: int, num_layers: int):
-    """The trainer's config for one-update chunks, auto-scaled as the CLI does (ConfigError if
-    the combination is invalid)."""
-    from hackmatrix.training.config import TrainConfig, auto_scale_for_batch_size, validate
-    config, _ = auto_scale_for_batch_size(TrainConfig(
-        num_envs=num_envs, num_steps=num_steps, hidden_dim=hidden_dim, num_layers=num_layers,
-        log_interval=1, total_timesteps=10**9), frozenset())
-    validate(config)
-    return config
-
-
 def profile_chunk(config, updates: int) -> tuple[str, list[dict]]:
     """(optimised HLO text, trace events) of `updates` one-update chunks of the trainer."""
     from hackmatrix.training.ppo import make_schedule, make_trainer
@@ -127,9 +116,11 @@ def main(argv=None) -> int:
     parser.add_argument("--game-only", action="store_true",
                         help="only kernels inside a game function's scope")
     args = parser.parse_args(argv)
+    from hackmatrix.bench.train import benchmark_config
     from hackmatrix.training.config import ConfigError
-    try:
-        config = chunk_config(args.num_envs, args.num_steps, args.hidden_dim, args.num_layers)
+    try:  # one-update chunks
+        config = benchmark_config(args.num_envs, args.num_steps, args.hidden_dim,
+                                  args.num_layers, log_interval=1)
     except ConfigError as error:
         parser.error(str(error))
     hlo_text, events = profile_chunk(config, args.updates)

@@ -87,6 +87,20 @@ def record_replay(env, env_params, seed: int = 0) -> ReplayEnv:
                      np.asarray(done), np.asarray(components))
 
 
+def benchmark_config(num_envs: int, num_steps: int, hidden_dim: int, num_layers: int,
+                     log_interval: int, num_devices: int = 1,
+                     explicit: dict | None = None) -> TrainConfig:
+    """The trainer's config for a benchmark, with the minibatches and epochs not in `explicit`
+    auto-scaled as the CLI does (ConfigError if the combination is invalid)."""
+    explicit = explicit or {}
+    base = TrainConfig(num_envs=num_envs, num_steps=num_steps, hidden_dim=hidden_dim,
+                       num_layers=num_layers, log_interval=log_interval, total_timesteps=10**9,
+                       num_devices=num_devices, **explicit)
+    config, _ = auto_scale_for_batch_size(base, frozenset(explicit))
+    validate(config)
+    return config
+
+
 class _Prepared:
     """One config compiled for one env, ready to time update chunks."""
 
@@ -164,13 +178,9 @@ def main(argv=None) -> int:
     configs = {}  # num_envs -> its configs, one per device count
     for num_envs in args.num_envs:
         for num_devices in args.num_devices:
-            base = TrainConfig(num_envs=num_envs, num_steps=args.num_steps,
-                               hidden_dim=args.hidden_dim, num_layers=args.num_layers,
-                               log_interval=args.updates, total_timesteps=10**9,
-                               num_devices=num_devices, **explicit)
-            config, _ = auto_scale_for_batch_size(base, frozenset(explicit))
             try:
-                validate(config)
+                config = benchmark_config(num_envs, args.num_steps, args.hidden_dim,
+                                          args.num_layers, args.updates, num_devices, explicit)
             except ConfigError as error:
                 parser.error(str(error))
             configs.setdefault(num_envs, []).append(config)
