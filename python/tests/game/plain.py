@@ -11,6 +11,11 @@ import numpy as np
 from hackmatrix.game import constants as C
 
 
+# Facts of the rules, written from the rules text for the references (not the game's constants).
+DIRECTIONS = ((1, 0), (-1, 0), (0, -1), (0, 1))  # (d_row, d_col) of up, down, left, right (§1)
+MAX_HP = (2, 3, 2, 2)  # by enemy kind: virus, daemon, glitch, cryptog (§9.1)
+
+
 def _item_list(items, fields):
     active = np.asarray(items.active)
     columns = {name: np.asarray(getattr(items, attr)) for name, attr in fields.items()}

@@ -31,10 +31,8 @@ from test_pathfinding import reference_move
 KEY = jax.random.PRNGKey(0)
 NUM_CASES = 400
 NUM_FREE_PROGRAM_CASES = 60
-DIRECTIONS = ((1, 0), (-1, 0), (0, -1), (0, 1))
 CORNERS = ((0, 0), (0, 5), (5, 0), (5, 5))
 SPEED = {C.VIRUS: 2, C.DAEMON: 1, C.GLITCH: 1, C.CRYPTOG: 1}  # §9.1
-MAX_HP = {C.VIRUS: 2, C.DAEMON: 3, C.GLITCH: 2, C.CRYPTOG: 2}
 # §9.2's rejection sampling draws 100 of the 36 cells per category: with at least this many
 # qualifying cells it gives up with probability < 1e-6, so a fallback or a drop is then a bug.
 RELIABLE_CELLS = 5
@@ -58,8 +56,8 @@ def count_down(transmissions):
     for t in transmissions:
         if t["turns_remaining"] <= 1:
             kind = t["enemy_type"]
-            hatched.append({"kind": kind, "row": t["row"], "col": t["col"], "hp": MAX_HP[kind],
-                            "disabled_turns": 1, "stunned": False,
+            hatched.append({"kind": kind, "row": t["row"], "col": t["col"],
+                            "hp": plain.MAX_HP[kind], "disabled_turns": 1, "stunned": False,
                             "from_siphon": t["from_siphon"],
                             "from_scheduled": t["from_scheduled"]})
         else:
@@ -79,7 +77,7 @@ def reaches_player(e, p, glitch, blocks, others):
     seen, queue = {e}, deque([e])
     while queue:
         cell = queue.popleft()
-        for dr, dc in DIRECTIONS:
+        for dr, dc in plain.DIRECTIONS:
             nxt = (cell[0] + dr, cell[1] + dc)
             if nxt == p:
                 return True
@@ -300,7 +298,7 @@ def random_scenario_dict(rng):
         where = rng.random()
         row, col = player if where < 0.06 else near_player() if where < 0.5 else cells[
             rng.integers(36)]
-        hp = int(rng.integers(1, MAX_HP[kind] + 1)) if rng.random() > 0.1 else int(
+        hp = int(rng.integers(1, plain.MAX_HP[kind] + 1)) if rng.random() > 0.1 else int(
             rng.integers(-1, 1))
         enemies.append({"type": C.ENEMY_TYPE_NAMES[kind], "row": row, "col": col, "hp": hp,
                         "disabledTurns": int(rng.choice([0, 0, 0, 0, 0, 0, 1, 2])),
@@ -406,7 +404,7 @@ def wait_case(enemies=(), transmissions=(), player=(0, 0), **fields):
 
 def enemy(kind, row, col, hp=None, **extra):
     return {"type": kind, "row": row, "col": col,
-            "hp": MAX_HP[C.ENEMY_TYPE_NAMES.index(kind)] if hp is None else hp, **extra}
+            "hp": plain.MAX_HP[C.ENEMY_TYPE_NAMES.index(kind)] if hp is None else hp, **extra}
 
 
 def positions(state):

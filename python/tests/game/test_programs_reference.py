@@ -38,10 +38,8 @@ from test_fuzz import random_scenario
 
 KEY = jax.random.PRNGKey(0)
 SIZE = 6
-DIRECTIONS = ((1, 0), (-1, 0), (0, -1), (0, 1))  # up, down, left, right (§1)
 RING = tuple((dr, dc) for dr in (-1, 0, 1) for dc in (-1, 0, 1) if (dr, dc) != (0, 0))
 VIRUS, DAEMON, GLITCH, CRYPTOG = range(4)
-MAX_HP = (2, 3, 2, 2)  # §9.1
 TYPE_NAMES = ("virus", "daemon", "glitch", "cryptog")
 
 # §7.1: (name, credits, energy), in action order 5..27.
@@ -146,7 +144,7 @@ def applicable(s, name):
 def reference_mask(s):
     mask = []
     row, col = player_cell(s)
-    for dr, dc in DIRECTIONS:
+    for dr, dc in plain.DIRECTIONS:
         r, c = row + dr, col + dc
         mask.append(on_board(r, c) and (
             not is_block_cell(s, r, c) or any((e["row"], e["col"]) == (r, c)
@@ -258,10 +256,10 @@ def effect_warp(s, kind, cell, tags):
 def effect_poly(s, new_types, tags):
     """§7.6 with the new types chosen."""
     for e, new_type in zip(s["enemies"], new_types):
-        damage = MAX_HP[e["kind"]] - e["hp"]
-        if e["hp"] <= 0 < MAX_HP[new_type] - damage:
+        damage = plain.MAX_HP[e["kind"]] - e["hp"]
+        if e["hp"] <= 0 < plain.MAX_HP[new_type] - damage:
             tags.add("revived")
-        e["kind"], e["hp"] = new_type, MAX_HP[new_type] - damage
+        e["kind"], e["hp"] = new_type, plain.MAX_HP[new_type] - damage
     kills = remove_dead(s)
     if kills:
         tags.add("kill")
@@ -376,11 +374,11 @@ def poly_types(before, after):
         if i == len(old):
             return [] if j == len(survivors) else None
         e = old[i]
-        damage = MAX_HP[e["kind"]] - e["hp"]
+        damage = plain.MAX_HP[e["kind"]] - e["hp"]
         for new_type in range(4):
             if new_type == e["kind"]:
                 continue
-            hp = MAX_HP[new_type] - damage
+            hp = plain.MAX_HP[new_type] - damage
             if hp > 0:
                 if j < len(survivors) and survivors[j] == {**e, "kind": new_type, "hp": hp}:
                     rest = search(i + 1, j + 1)
@@ -508,7 +506,7 @@ def random_setup(rng):
     for _ in range(rng.choice([0, 1, 2, 3, 4, 5, 6, 8])):
         kind = rng.randrange(4)
         r, c = piece_cell(enemies)
-        hp = rng.randint(1, MAX_HP[kind]) if rng.random() < 0.9 else rng.randint(-1, 0)
+        hp = rng.randint(1, plain.MAX_HP[kind]) if rng.random() < 0.9 else rng.randint(-1, 0)
         enemies.append({"type": TYPE_NAMES[kind], "row": r, "col": c, "hp": hp,
                         "stunned": rng.random() < 0.2, "disabledTurns": rng.choice([0, 0, 1, 2]),
                         "spawnedFromSiphon": rng.random() < 0.3,

@@ -34,7 +34,6 @@ from test_fuzz import random_scenario
 from test_pathfinding import reference_distance
 
 KEY = jax.random.PRNGKey(0)
-DIRECTIONS = [(1, 0), (-1, 0), (0, -1), (0, 1)]  # §1: up, down, left, right
 STAGE_TABLE = [1, 2, 4, 8, 16, 32, 64, 100]
 ACTION_RESET = C.FIRST_PROGRAM_ACTION + C.RESET
 ACTION_WARP = C.FIRST_PROGRAM_ACTION + C.WARP
@@ -48,7 +47,7 @@ def on_board(row, col):
 
 def cross(row, col):
     """§1: centre, up, down, left, right, in-bounds only."""
-    cells = [(row, col)] + [(row + dr, col + dc) for dr, dc in DIRECTIONS]
+    cells = [(row, col)] + [(row + dr, col + dc) for dr, dc in plain.DIRECTIONS]
     return [cell for cell in cells if on_board(*cell)]
 
 
@@ -175,7 +174,7 @@ def reference_siphon_quality(s):
 
 def line_of_fire_target(s, action):
     """§6.1: ("transmission" | "enemy", piece) or None."""
-    dr, dc = DIRECTIONS[action]
+    dr, dc = plain.DIRECTIONS[action]
     row, col = s["player_row"] + dr, s["player_col"] + dc
     while on_board(row, col):
         transmissions = pieces_on(s["transmissions"], (row, col))
@@ -192,7 +191,7 @@ def line_of_fire_target(s, action):
 
 def move_fails(s, action):
     """§4.4 for a direction: no target and the next cell is off the board or a block."""
-    dr, dc = DIRECTIONS[action]
+    dr, dc = plain.DIRECTIONS[action]
     row, col = s["player_row"] + dr, s["player_col"] + dc
     return line_of_fire_target(s, action) is None and (
         not on_board(row, col) or has_block(s, row, col))
@@ -271,7 +270,7 @@ def action_facts(before, action, after):
             kind, piece = target
             dead = kind == "transmission" or piece["hp"] - before["attack_damage"] <= 0
             return False, True, int(dead and not piece["from_scheduled"]), False
-        dr, dc = DIRECTIONS[action]
+        dr, dc = plain.DIRECTIONS[action]
         content = before["cells"]["content"][before["player_row"] + dr][before["player_col"] + dc]
         exit_reached = content == C.EXIT  # the exit *cell* (§7.15), not exitPosition
         return exit_reached, not exit_reached, 0, content == C.DATA_SIPHON
@@ -545,8 +544,8 @@ def choose_action(rng, before, mask, taken):
     exit_cell = (before["exit_row"], before["exit_col"])
     preferred = [a for a in valid if a < C.NUM_DIRECTIONS
                  and not line_of_fire_target(before, a)
-                 and before["cells"]["content"][before["player_row"] + DIRECTIONS[a][0]][
-                     before["player_col"] + DIRECTIONS[a][1]] in (C.EXIT, C.DATA_SIPHON)]
+                 and before["cells"]["content"][before["player_row"] + plain.DIRECTIONS[a][0]][
+                     before["player_col"] + plain.DIRECTIONS[a][1]] in (C.EXIT, C.DATA_SIPHON)]
     if ACTION_WARP in valid and (pieces_on(before["enemies"], exit_cell)
                                  or pieces_on(before["transmissions"], exit_cell)):
         preferred.append(ACTION_WARP)
