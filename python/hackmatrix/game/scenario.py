@@ -90,15 +90,23 @@ def _list(value, path: str) -> list:
     return list(value)
 
 
+_INT32 = np.iinfo(np.int32)
+
+
 def _int(value, path: str) -> int:
     # JSON has one number type: accept integral floats (3.0) but not 3.5, strings or booleans.
     if isinstance(value, (bool, np.bool_)):
         _fail(path, f"expected an integer, got boolean {value!r}")
     if isinstance(value, numbers.Integral):
-        return int(value)
-    if isinstance(value, numbers.Real) and float(value).is_integer():
-        return int(value)
-    _fail(path, f"expected an integer, got {value!r}")
+        number = int(value)
+    elif isinstance(value, numbers.Real) and float(value).is_integer():
+        number = int(value)
+    else:
+        _fail(path, f"expected an integer, got {value!r}")
+    # The state holds int32: a wider value would fail later with no field named.
+    if not _INT32.min <= number <= _INT32.max:
+        _fail(path, f"{number} does not fit in 32 bits ({_INT32.min} to {_INT32.max})")
+    return number
 
 
 def _bool(value, path: str) -> bool:
@@ -250,7 +258,8 @@ def from_dict(d: dict, key=None) -> S.GameState:
         _mapping(entry, path, _BLOCK_FIELDS)
         row, col = _position(entry, path)
         block_type = _get(entry, "type", path, lambda v, p: v, required=True)
-        if block_type not in _BLOCK_CONTENT:  # exact lower-case names only
+        if not isinstance(block_type, str) or block_type not in _BLOCK_CONTENT:
+            # exact lower-case names only
             _fail(f"{path}.type", f"unknown block type {block_type!r}")
         block_points = _get(entry, "points", path, _non_negative, default=0)
         block_program = _get(entry, "program", path, _program)
@@ -305,6 +314,10 @@ def from_dict(d: dict, key=None) -> S.GameState:
     if "exitPosition" in d:
         exit_row, exit_col = _position(
             _mapping(d["exitPosition"], "exitPosition", _CELL_FIELDS), "exitPosition")
+        if exit_row not in (0, C.BOARD_SIZE - 1) or exit_col not in (0, C.BOARD_SIZE - 1):
+            # §2.6; stage generation (§12.2) relies on it: the player starts the next stage on
+            # the old exit's corner.
+            _fail("exitPosition", f"({exit_row}, {exit_col}) is not a corner")
     _clear_content(exit_row, exit_col, content, points, program, spawn_count)
     content[exit_row, exit_col] = C.EXIT
 

@@ -276,6 +276,17 @@ def test_an_enemy_hatched_under_the_player_steps_up_off_it_next_turn(kind, hp_af
     assert enemies(out) == [(kind, 3, 2)] and int(out.core.hp) == hp_after
 
 
+def test_a_hatchling_past_a_full_enemy_list_is_dropped():
+    # specs/game-rules.md §13: the one departure from §2.7, reachable only with stacked pieces
+    # (here 36 daemons on one cell, which play cannot build). The list stays whole and valid.
+    state = setup(player={"row": 3, "col": 3}, enemies=[enemy("daemon", 0, 0)] * 36,
+                  transmissions=[{"row": 5, "col": 5, "turnsRemaining": 1, "enemyType": "virus"}])
+    out = run(state)
+    assert transmissions(out) == []
+    assert np.asarray(out.core.enemies.active).all()
+    assert [e[0] for e in enemies(out)] == ["daemon"] * 36
+
+
 # ------------------------------------------------------------------------------------------
 # Scheduled tasks (§10) and pending siphon transmissions (§8 step 6).
 

@@ -324,6 +324,16 @@ def test_key_argument_is_accepted():
      "siphonedCells[0]: a question block cannot be on a siphoned cell"),
     ({"player": PLAYER, "exitPosition": {"row": 6, "col": 0}},
      "exitPosition.row: 6 is off the board"),
+    ({"player": PLAYER, "exitPosition": {"row": 2, "col": 5}},
+     "exitPosition: (2, 5) is not a corner"),
+    ({"player": PLAYER, "blocks": [{"row": 1, "col": 1, "type": ["data"]}]},
+     "blocks[0].type: unknown block type ['data']"),
+    # The state holds int32 (a wider value used to escape as an OverflowError naming nothing).
+    ({"player": {**PLAYER, "credits": 2**31}},
+     "player.credits: 2147483648 does not fit in 32 bits"),
+    ({"player": PLAYER, "enemies": [{"type": "virus", "row": 0, "col": 0, "hp": -2**40}]},
+     "enemies[0].hp: -1099511627776 does not fit in 32 bits"),
+    ({"player": PLAYER, "turn": 1e20}, "turn: 100000000000000000000 does not fit in 32 bits"),
     ({"player": PLAYER, "blocks": [{"row": 1, "col": 1, "type": "data", "points": "9"}]},
      "blocks[0].points: expected an integer"),
     # Points and spawn counts feed the score and the siphon's transmissions (§2.1: never < 0).
