@@ -1,20 +1,30 @@
 """Starting a command-line program. Importing its module imports JAX, which reads its
 environment variables (JAX_ENABLE_X64, JAX_NUM_CPU_DEVICES, ...) at import and raises on a bad
-value: that is bad input, so the program says so in one line and exits 2, without a traceback."""
+value: that is bad input, so the program says so in one line and exits 2, without a traceback.
+A SIGINT or SIGTERM during that import (a second or two) waits for its end and exits 7: raised
+inside it, it could abort the interpreter or be lost (hackmatrix/interrupts.py)."""
 
 from __future__ import annotations
 
 import importlib
 import sys
 
+from hackmatrix import interrupts
+
 EXIT_FAILURE = 2
+EXIT_INTERRUPTED = 7
 
 
 def load_main(module: str):
-    """`module.main`, or exit 2 with one line if importing `module` fails."""
-    try:
-        return importlib.import_module(module).main
-    except Exception as error:  # any import-time failure of JAX or its plugins
-        detail = " ".join(str(error).split())
-        print(f"error: cannot start: {type(error).__name__}: {detail}", file=sys.stderr)
-        sys.exit(EXIT_FAILURE)
+    """`module.main`; exit 2 with one line if importing `module` fails, 7 if interrupted."""
+    with interrupts.held() as signals:
+        try:
+            main = importlib.import_module(module).main
+        except Exception as error:  # any import-time failure of JAX or its plugins
+            detail = " ".join(str(error).split())
+            print(f"error: cannot start: {type(error).__name__}: {detail}", file=sys.stderr)
+            sys.exit(EXIT_FAILURE)
+    if signals:
+        print(f"interrupted by {signals[0]} while starting", file=sys.stderr)
+        sys.exit(EXIT_INTERRUPTED)
+    return main

@@ -9,7 +9,7 @@ import argparse
 import sys
 
 from hackmatrix.launch import load_main
-from hackmatrix.tools.cli import ArgumentParser
+from hackmatrix.tools.cli import ArgumentParser, exit_process, run_main
 
 COMMANDS = {
     "env": ("hackmatrix.bench.env", "env-steps/s of vmapped random-valid-action rollouts"),
@@ -29,8 +29,10 @@ def main(argv=None):
     parser.add_argument("args", nargs=argparse.REMAINDER,
                         help="options of the subcommand (see `benchmark.py COMMAND --help`)")
     parsed = parser.parse_args(argv[:1])
-    load_main(COMMANDS[parsed.command][0])(argv[1:])
+    subcommand = load_main(COMMANDS[parsed.command][0])
+    # One-line errors, exit 7 on SIGINT/SIGTERM, exit 0 when piped into `head`.
+    return run_main(f"benchmark.py {parsed.command}", lambda: subcommand(argv[1:]))
 
 
 if __name__ == "__main__":
-    main()
+    exit_process(main())

@@ -11,8 +11,7 @@ with --latest, and the baselines named by --baselines: `random` (uniform over va
 and `exit-runner` (walks a shortest path to the exit, attacking what blocks it).
 """
 
-import sys
-
+from hackmatrix import stdout_reader
 from hackmatrix.tools import cli
 
 BASELINE_NAMES = ("random", "exit-runner")
@@ -61,7 +60,7 @@ def main(argv=None) -> int:
     parser.add_argument("--episodes", type=int, default=256, metavar="N",
                         help="episodes per policy, run in parallel (default: 256)")
     parser.add_argument("--seed", type=cli.seed, default=0,
-                        help="seed of the boards and of sampling")
+                        help="seed of the boards and of sampling (default 0)")
     parser.add_argument("--max-steps", type=int, default=2000, metavar="N",
                         help="steps after which an episode is cut off (default: 2000, the "
                              "training env's episode limit)")
@@ -81,7 +80,7 @@ def main(argv=None) -> int:
     def body():
         if args.json is not None:
             cli.check_output_file(args.json, "--json")
-            cli.keep_working_if_stdout_closes()
+            stdout_reader.keep_working_if_stdout_closes()
 
         import json
         import pathlib
@@ -92,6 +91,11 @@ def main(argv=None) -> int:
         from hackmatrix.training import checkpoint as ckpt
 
         sources = list(args.checkpoints)
+        for source in sources:
+            if source in BASELINE_NAMES and not pathlib.Path(source).exists():
+                raise cli.ToolError(f"{source!r} is a baseline, not a checkpoint: baselines are "
+                                    "chosen with --baselines (default: random,exit-runner)",
+                                    cli.EXIT_BAD_ARGUMENTS)
         if args.latest:
             sources.append(str(policy.latest_checkpoint(args.checkpoint_dir)))
         # Resolved once: a run still training may write a newer file before loading ends.
@@ -124,4 +128,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    cli.exit_process(main())

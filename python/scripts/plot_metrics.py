@@ -6,8 +6,6 @@ thresholds (approx_kl 0.08, clip_fraction 0.35); steps per second; the 15 reward
 action fractions. Keys a run did not log are skipped.
 """
 
-import sys
-
 from hackmatrix.tools import cli
 
 
@@ -43,4 +41,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    cli.exit_process(main())

@@ -34,7 +34,7 @@ def main(argv=None) -> int:
                              "frame's duration, at least 0.3")
     parser.add_argument("--step", action="store_true", help="advance one step per Enter")
     parser.add_argument("--seed", type=cli.seed, default=0,
-                        help="seed of the games and of sampling")
+                        help="seed of the games and of sampling (default 0)")
     parser.add_argument("--scenario", metavar="FILE.json",
                         help="start every episode from this exact state (scenario JSON)")
     parser.add_argument("--max-steps", type=int, default=500, metavar="N",
@@ -77,4 +77,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    cli.exit_process(main())

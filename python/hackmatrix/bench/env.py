@@ -17,7 +17,7 @@ import jax
 import jax.numpy as jnp
 
 from hackmatrix import xla_options
-from hackmatrix.bench.arguments import positive_int
+from hackmatrix.bench.arguments import add_count_list, positive_int
 from hackmatrix.game import constants as C
 from hackmatrix.game.env import HackMatrixEnv
 from hackmatrix.game.spawning import split_key
@@ -92,10 +92,11 @@ def main(argv=None):
         prog="benchmark.py env",
         description=f"HackMatrix env throughput: {SCAN_STEPS}-step scans of vmapped auto-resetting "
                     "steps with random valid actions.")
-    parser.add_argument("--num-envs", type=positive_int, nargs="+", default=list(DEFAULT_NUM_ENVS))
+    add_count_list(parser, "--num-envs", list(DEFAULT_NUM_ENVS), "env counts")
     parser.add_argument("--repeats", type=positive_int, default=5,
-                        help="timed runs per size (median)")
-    parser.add_argument("--scan-steps", type=positive_int, default=SCAN_STEPS)
+                        help="timed runs per size (median; default 5)")
+    parser.add_argument("--scan-steps", type=positive_int, default=SCAN_STEPS,
+                        help=f"steps per timed scan (default {SCAN_STEPS})")
     parser.add_argument("--plain-vmap", action="store_true",
                         help="step with jax.vmap(env.step) instead of env.batch_step")
     args = parser.parse_args(argv)

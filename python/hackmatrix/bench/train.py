@@ -20,7 +20,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from hackmatrix import xla_options
-from hackmatrix.bench.arguments import positive_int, positive_int_list
+from hackmatrix.bench.arguments import add_count_list, positive_int
 from hackmatrix.tools.cli import ArgumentParser
 from hackmatrix.training import devices, distribution
 from hackmatrix.training.config import (ConfigError, TrainConfig, auto_scale_for_batch_size,
@@ -155,8 +155,7 @@ def _quartiles(values: list[float]) -> tuple[float, float]:
 
 def main(argv=None) -> int:
     parser = ArgumentParser(prog="benchmark.py train", description=__doc__)
-    parser.add_argument("--num-envs", type=positive_int_list, default=[64, 256, 1024],
-                        help="comma-separated env counts (default 64,256,1024)")
+    add_count_list(parser, "--num-envs", [64, 256, 1024], "env counts")
     parser.add_argument("--num-steps", type=positive_int, default=128)
     parser.add_argument("--hidden-dim", type=positive_int, default=256)
     parser.add_argument("--num-layers", type=positive_int, default=2)
@@ -164,10 +163,9 @@ def main(argv=None) -> int:
     parser.add_argument("--update-epochs", type=positive_int, help="default: auto-scaled from 4")
     parser.add_argument("--updates", type=positive_int, default=2, help="updates per timed chunk (default 2)")
     parser.add_argument("--repeats", type=positive_int, default=3, help="timed chunks; the median is shown")
-    parser.add_argument("--num-devices", type=positive_int_list, default=[1],
-                        help="comma-separated counts of devices that share the envs, measured "
-                             "interleaved (default 1; on CPU, N makes JAX show N CPU devices: "
-                             "hackmatrix/training/devices.py)")
+    add_count_list(parser, "--num-devices", [1],
+                   "counts of devices that share the envs, measured interleaved (on CPU, N makes "
+                   "JAX show N CPU devices: hackmatrix/training/devices.py)")
     parser.add_argument("--use-cache", action="store_true",
                         help="allow the persistent compilation cache (default off: cold compiles)")
     parser.add_argument("--skip-network-only", action="store_true")

@@ -16,10 +16,10 @@ import argparse
 import math
 import os
 import pathlib
-import signal
 import sys
 import tempfile
 
+from hackmatrix import interrupts, stdout_reader
 from hackmatrix.training.config import MAX_SEED
 
 EXIT_OK = 0
@@ -46,15 +46,6 @@ class ToolError(Exception):
     def __init__(self, message: str, exit_code: int = EXIT_FAILURE):
         super().__init__(message)
         self.exit_code = exit_code
-
-
-class Interrupted(KeyboardInterrupt):
-    """SIGINT or SIGTERM arrived. A KeyboardInterrupt, so that code which cleans up after Ctrl-C
-    (the viewer writing its GIF) treats SIGTERM the same way."""
-
-    def __init__(self, signal_name: str):
-        super().__init__(signal_name)
-        self.signal_name = signal_name
 
 
 class ArgumentParser(argparse.ArgumentParser):
@@ -95,11 +86,17 @@ def seed(text: str) -> int:
     return value
 
 
+def _is_training_output(name: str) -> bool:
+    from hackmatrix.training import checkpoint, metrics
+    return checkpoint.is_policy_file(name) or name in (metrics.METRICS_FILE, metrics.SUMMARY_FILE)
+
+
 def check_output_file(path: str, flag: str) -> pathlib.Path:
     """Makes sure `path` can be written before any work starts, so a typo never costs a whole
     run: its directory must exist and accept a new file, and the path must be new or a regular
-    file (the output replaces it: a device or a pipe must not become a file). ToolError with
-    exit 3 otherwise. Nothing is left behind (an existing file is untouched)."""
+    file (the output replaces it: a device or a pipe must not become a file) that a training run
+    did not write (a typo must not turn a checkpoint into a GIF). ToolError with exit 3
+    otherwise. Nothing is left behind (an existing file is untouched)."""
     if not path:
         raise ToolError(f"{flag}: the path is empty", EXIT_BAD_ARGUMENTS)
     output = pathlib.Path(path)
@@ -109,6 +106,9 @@ def check_output_file(path: str, flag: str) -> pathlib.Path:
     if output.exists() and not output.is_file():
         raise ToolError(f"{flag} {path}: is not a regular file (a device, pipe or socket)",
                         EXIT_BAD_ARGUMENTS)
+    if output.is_file() and _is_training_output(output.name):
+        raise ToolError(f"{flag} {path}: would replace a file of a training run (checkpoint, "
+                        "params, metrics or summary): choose another name", EXIT_BAD_ARGUMENTS)
     if not folder.is_dir():
         raise ToolError(f"{flag} {path}: directory {folder} does not exist", EXIT_BAD_ARGUMENTS)
     # A real probe rather than os.access: root passes every permission test, yet cannot create
@@ -124,77 +124,22 @@ def check_output_file(path: str, flag: str) -> pathlib.Path:
     return output
 
 
-def _raise_interrupted(signum, frame):
-    raise Interrupted(signal.Signals(signum).name)
-
-
-class _ReaderMayLeave:
-    """sys.stdout for a tool whose product is a file: once the reader has gone (`| head`), the
-    rest of the output is dropped instead of stopping the work."""
-
-    def __init__(self, stream):
-        self.stream = stream
-
-    def write(self, text: str) -> int:
-        try:
-            return self.stream.write(text)
-        except BrokenPipeError:
-            _discard_stdout(self.stream)
-            return len(text)
-
-    def flush(self) -> None:
-        _flush_stdout(self.stream)
-
-    def __getattr__(self, name):
-        return getattr(self.stream, name)
-
-
-def keep_working_if_stdout_closes() -> None:
-    """Called by a tool whose file output (e.g. --json) is the point of the run: a closed stdout
-    then no longer ends it. `run_main` restores sys.stdout afterwards. (Started with no stdout
-    at all, `>&-`, Python's sys.stdout is None and print() already writes nothing.)"""
-    if sys.stdout is not None:
-        sys.stdout = _ReaderMayLeave(sys.stdout)
-
-
-def _flush_stdout(stream) -> None:
-    """Flushes what a tool printed; if its reader has gone, discards stdout instead, so that
-    the interpreter's last flush at exit cannot fail again (exit 120)."""
-    if stream is None:
-        return
-    try:
-        stream.flush()
-    except BrokenPipeError:
-        _discard_stdout(stream)
-
-
-def _discard_stdout(stream) -> None:
-    """Points the process's stdout at /dev/null once its reader has gone, so that later writes
-    and the interpreter's last flush at exit succeed instead of failing again (exit 120)."""
-    try:
-        descriptor = stream.fileno()
-    except (AttributeError, OSError, ValueError):  # not a real file (e.g. a test's StringIO)
-        return
-    null = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(null, descriptor)
-    os.close(null)
-
-
 def run_main(prog: str, body) -> int:
     """Runs `body()` and turns every failure into a one-line message and an exit code.
 
-    SIGINT and SIGTERM raise `Interrupted` in the main thread (exit 7); the previous handlers
-    come back afterwards (the tests run many CLIs in one process)."""
-    previous = {signum: signal.signal(signum, _raise_interrupted)
-                for signum in (signal.SIGINT, signal.SIGTERM)}
+    SIGINT and SIGTERM raise `interrupts.Interrupted` in the main thread (exit 7; a KeyboardInterrupt,
+    so the viewer writes its GIF on either)."""
     stdout = sys.stdout
     try:
-        body()
+        stdout_reader.never_none()
+        with interrupts.signals_raise():
+            body()
     except ToolError as error:
         print(f"{prog}: error: {error}", file=sys.stderr)
         return error.exit_code
     except KeyboardInterrupt as interrupt:
-        name = interrupt.signal_name if isinstance(interrupt, Interrupted) else "SIGINT"
+        name = (interrupt.signal_name if isinstance(interrupt, interrupts.Interrupted)
+                else "SIGINT")
         print(f"{prog}: interrupted by {name}", file=sys.stderr)
         return EXIT_INTERRUPTED
     except BrokenPipeError:
@@ -205,10 +150,20 @@ def run_main(prog: str, body) -> int:
         return EXIT_FAILURE
     finally:
         sys.stdout = stdout
-        _flush_stdout(stdout)  # on every path, so that the exit code stays the one returned
-        for signum, handler in previous.items():
-            signal.signal(signum, handler)
+        stdout_reader.flush(stdout)  # on every path, so that the exit code stays the one returned
     return EXIT_OK
+
+
+def exit_process(code: int):
+    """Ends a CLI's process with `code`. After an interrupt, without the interpreter's teardown:
+    an interrupt can cut short an XLA compile on the Python side only (JAX's compile call checks
+    for signals while XLA works on in its threads), and tearing the interpreter down under that
+    compile crashes it (SIGSEGV, exit 139 instead of 7; seen with evaluate.py)."""
+    if code != EXIT_INTERRUPTED:
+        sys.exit(code)
+    for stream in (sys.stdout, sys.stderr):
+        stdout_reader.flush(stream)
+    os._exit(code)
 
 
 class _DuplicateKey(ValueError):

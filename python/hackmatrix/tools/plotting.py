@@ -53,7 +53,12 @@ def read_metrics(run_dir: str | pathlib.Path) -> list[dict]:
     named by mistake, has none)."""
     path = metrics_path(run_dir)
     if not path.is_file():
-        raise MetricsError(f"no {METRICS_FILE} at {path}")
+        folder = pathlib.Path(run_dir)
+        runs = (sorted(child.parent.name for child in folder.glob(f"*/{METRICS_FILE}"))
+                if folder.is_dir() else [])
+        hint = (f": {folder} is a folder of runs, not a run; name one, e.g. {folder / runs[0]}"
+                if runs else "")
+        raise MetricsError(f"no {METRICS_FILE} at {path}{hint}")
     records = []
     try:
         with path.open(encoding="utf-8", errors="replace") as handle:

@@ -221,14 +221,16 @@ def read_checkpoint(path: Path) -> dict:
 def _check_fields(path: Path, state: dict) -> None:
     """The fields every reader uses: a corrupt value is a CheckpointError here rather than a
     stray TypeError later."""
+    def count(value) -> bool:  # bool is an int in Python: True must not read as update 1
+        return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
     network = state["network"]
-    if not isinstance(network, dict) or not all(
-            isinstance(network.get(key), int) for key in NETWORK_KEYS):
+    if not isinstance(network, dict) or not all(count(network.get(key)) for key in NETWORK_KEYS):
         raise CheckpointError(f"{path} is corrupt: its network must give {', '.join(NETWORK_KEYS)}")
     if not isinstance(state["config"], dict):
         raise CheckpointError(f"{path} is corrupt: its config is not a dict")
     for key in ("update", "timesteps"):
-        if not isinstance(state[key], int) or state[key] < 0:
+        if not count(state[key]):
             raise CheckpointError(f"{path} is corrupt: {key} is {state[key]!r}")
 
 

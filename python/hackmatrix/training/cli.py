@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from hackmatrix import xla_options
+from hackmatrix import interrupts, stdout_reader, xla_options
 from hackmatrix.training import checkpoint as ckpt
 from hackmatrix.training import devices
 from hackmatrix.training import metrics as M
@@ -51,6 +51,21 @@ class _Parser(argparse.ArgumentParser):
         raise UsageError(message)
 
 
+def _whole_number(text: str) -> int:
+    """An integer, also written as 1e6 or 1_000_000 (step counts are)."""
+    try:
+        return int(text)
+    except ValueError:
+        pass
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not value.is_integer():
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}")
+    return int(value)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="train_purejaxrl.py",
@@ -63,8 +78,8 @@ def build_parser() -> argparse.ArgumentParser:
                "slower to run); for a long CPU run set HACKMATRIX_CPU_COMPILE=throughput "
                "(hackmatrix/xla_options.py).")
     run = parser.add_argument_group("run size")
-    run.add_argument("--total-timesteps", type=int, help="env steps for the whole run, resumes "
-                     "included (CPU default 3,000,000; accelerator 200,000,000)")
+    run.add_argument("--total-timesteps", type=_whole_number, help="env steps for the whole run, "
+                     "resumes included, e.g. 5e6 (CPU default 3,000,000; accelerator 200,000,000)")
     run.add_argument("--num-envs", type=int, help="parallel environments (CPU 256; accelerator 2048)")
     run.add_argument("--num-steps", type=int, help="rollout length per env per update (default 128)")
     run.add_argument("--num-devices", type=int,
@@ -101,7 +116,8 @@ def build_parser() -> argparse.ArgumentParser:
                              help="parent of run directories (default: checkpoints)")
     checkpoints.add_argument("--run-name", help="run directory name (default: ppo_<timestamp>)")
     checkpoints.add_argument("--save-interval-minutes", type=float,
-                             help="save a checkpoint every this many minutes (default 10)")
+                             help="save a checkpoint every this many minutes (default 10; 0: "
+                                  "after every chunk of updates)")
     checkpoints.add_argument("--save-interval", type=int, metavar="N",
                              help="save every N updates instead of on the timer")
     checkpoints.add_argument("--keep-checkpoints", type=int, metavar="K",
@@ -404,45 +420,44 @@ def _checkpoint_state(runner, *, config, network, run_name, update, timesteps, w
 
 
 class _Signals:
-    """SIGINT and SIGTERM, from set-up to exit.
+    """SIGINT and SIGTERM, from set-up to exit (`handle` is the handler, installed by
+    `interrupts.signals_raise`).
 
     During set-up (before the first update) a signal interrupts at once: nothing exists yet that
     a checkpoint would add to, and the compiles wait it out (`_wait_through_interrupts`). Once
     training runs (`start_training`), the first signal asks for a checkpoint at the next chunk
-    boundary and an exit 7; a second one ends the process at once, without saving, the earlier
-    checkpoints being intact (every file is replaced atomically)."""
+    boundary and an exit 7; a second one ends the process at once: with exit 7 if that
+    checkpoint is already saved, else with exit 2 and without saving, the earlier checkpoints
+    being intact (every file is replaced atomically)."""
 
     def __init__(self):
         self.signal_name = None
         self.say = None
-        self.previous = {}
-
-    def __enter__(self):
-        for signum in (signal.SIGINT, signal.SIGTERM):
-            self.previous[signum] = signal.signal(signum, self._handle)
-        return self
+        self.checkpoint_saved = False
 
     def start_training(self, say) -> None:
+        if self.signal_name is not None:  # a set-up signal whose exception a callback swallowed
+            raise interrupts.Interrupted(self.signal_name)
         self.say = say
 
-    def _handle(self, signum, frame):
+    def handle(self, signum, frame):
         name = signal.Signals(signum).name
         if self.say is None:
             self.signal_name = name
-            raise KeyboardInterrupt
-        if self.signal_name is not None:
-            print(f"[signal] {name} again: exiting now without saving; the checkpoints saved "
-                  "before are intact", file=sys.stderr, flush=True)
-            sys.stdout.flush()
-            os._exit(EXIT_FAILURE)
-        self.signal_name = name
-        self.say(f"[signal] {name}: saving a checkpoint after the current chunk, then exiting "
-                 "(signal again to exit at once without saving)")
-
-    def __exit__(self, *exc):
-        for signum, handler in self.previous.items():
-            signal.signal(signum, handler)
-        return False
+            raise interrupts.Interrupted(name)
+        if self.signal_name is None:
+            self.signal_name = name
+            self.say(f"[signal] {name}: saving a checkpoint after the current chunk, then "
+                     "exiting (signal again to exit at once without saving)")
+            return
+        if self.checkpoint_saved:
+            message, code = "the checkpoint is saved; exiting now", EXIT_INTERRUPTED
+        else:
+            message, code = ("exiting now without saving; the checkpoints saved before are "
+                             "intact", EXIT_FAILURE)
+        print(f"[signal] {name} again: {message}", file=sys.stderr, flush=True)
+        sys.stdout.flush()
+        os._exit(code)
 
 
 # ----------------------------------------------------------------------------- main
@@ -455,9 +470,22 @@ def main(argv=None) -> int:
         return EXIT_BAD_ARGS
     except SystemExit as exit_request:  # --help
         return int(exit_request.code or 0)
+    # The product is the run directory: a reader that goes away (`| head`, a pager quit) does
+    # not end the run; its lines are in metrics.jsonl too.
+    stdout = sys.stdout
+    stdout_reader.never_none()
+    stdout_reader.keep_working_if_stdout_closes()
+    try:
+        return _main(args)
+    finally:
+        sys.stdout = stdout
+        stdout_reader.flush(stdout)
+
+
+def _main(args) -> int:
     signals = _Signals()
     try:
-        with signals, contextlib.ExitStack() as cleanup:
+        with interrupts.signals_raise(signals.handle), contextlib.ExitStack() as cleanup:
             return _train(args, signals, cleanup)
     except (UsageError, ConfigError) as error:
         print(f"error: bad arguments: {error}", file=sys.stderr)
@@ -636,6 +664,8 @@ def _train(args, signals: _Signals, cleanup: contextlib.ExitStack) -> int:
         run_name = saved.get("run_name") or run_dir.name
         start_update, start_timesteps = int(saved["update"]), int(saved["timesteps"])
     else:
+        if args.keep_optimizer:
+            say("[config] note: --keep-optimizer only applies with --resume: ignored")
         config, scaled, explicit_config = _fresh_config(args, backend, available_devices)
         run_name = args.run_name or datetime.now().strftime("ppo_%Y%m%d-%H%M%S")
         run_dir = Path(args.checkpoint_dir) / run_name
@@ -812,7 +842,8 @@ def _train(args, signals: _Signals, cleanup: contextlib.ExitStack) -> int:
                     last_save_time = time.monotonic()
                 elif (save_every_seconds is not None
                       and time.monotonic() - last_save_time >= save_every_seconds):
-                    save_checkpoint(f"every {options['save_interval_minutes']:g} minutes")
+                    minutes = options["save_interval_minutes"]
+                    save_checkpoint(f"every {minutes:g} minutes" if minutes else "every chunk")
                     last_save_time = time.monotonic()
 
         if signals.signal_name is not None and update < num_updates:
@@ -820,6 +851,7 @@ def _train(args, signals: _Signals, cleanup: contextlib.ExitStack) -> int:
                 log_window()  # the episodes of a part-finished log window
             save_checkpoint(signals.signal_name)
             M.write_summary(run_dir, summary("interrupted"))
+            signals.checkpoint_saved = True
             console.print(f"[exit] interrupted by {signals.signal_name}; resume with --resume "
                           f"{run_dir}")
             exit_code = EXIT_INTERRUPTED

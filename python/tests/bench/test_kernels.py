@@ -7,7 +7,8 @@ import jax.numpy as jnp
 import pytest
 
 from hackmatrix.bench import kernels
-from hackmatrix.bench.arguments import positive_int, positive_int_list
+from hackmatrix.bench.arguments import add_count_list, positive_int, positive_int_list
+from hackmatrix.tools.cli import ArgumentParser
 
 
 def _two_scoped_outputs(x):
@@ -73,6 +74,14 @@ def test_positive_int_arguments():
             positive_int(bad)
     with pytest.raises(argparse.ArgumentTypeError):
         positive_int_list("64,,256")
+
+
+def test_every_benchmark_list_takes_spaces_commas_or_both():
+    parser = ArgumentParser(prog="benchmark.py env")
+    add_count_list(parser, "--num-envs", [64, 256], "env counts")
+    for argv in (["64", "256", "1024"], ["64,256,1024"], ["64,256", "1024"]):
+        assert parser.parse_args(["--num-envs", *argv]).num_envs == [64, 256, 1024]
+    assert parser.parse_args([]).num_envs == [64, 256]
 
 
 @pytest.mark.parametrize("command, argv", [

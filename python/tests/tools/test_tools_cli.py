@@ -1,5 +1,5 @@
 """tools/cli.py: the --delay type, the up-front output check, interrupts (exit 7), a reader
-that goes away, and scenario files."""
+that goes away (stdout_reader), and scenario files."""
 
 import argparse
 import os
@@ -11,6 +11,7 @@ import time
 import pytest
 
 from conftest import ReaderLeavesAfter
+from hackmatrix import stdout_reader
 from hackmatrix.tools import cli
 
 
@@ -52,6 +53,18 @@ def test_check_output_file_rejects_unwritable_paths_with_exit_3(case, reason, tm
     assert str(error.value).startswith(f"--json {path}: {reason.format(tmp=tmp_path)}")
 
 
+@pytest.mark.parametrize("name", ["checkpoint_16.pkl", "params_3.npz", "final_params.npz",
+                                  "metrics.jsonl", "summary.json"])
+def test_check_output_file_never_replaces_a_training_runs_file(name, tmp_path):
+    # A typo such as `--gif run/checkpoint_16.pkl` must not turn the checkpoint into a GIF.
+    assert cli.check_output_file(str(tmp_path / name), "--gif") == tmp_path / name  # new: fine
+    (tmp_path / name).write_bytes(b"run file")
+    with pytest.raises(cli.ToolError, match="would replace a file of a training run") as error:
+        cli.check_output_file(str(tmp_path / name), "--gif")
+    assert error.value.exit_code == cli.EXIT_BAD_ARGUMENTS
+    assert (tmp_path / name).read_bytes() == b"run file"
+
+
 def test_check_output_file_rejects_an_empty_path(tmp_path):
     with pytest.raises(cli.ToolError, match="^--gif: the path is empty$") as error:
         cli.check_output_file("", "--gif")
@@ -79,15 +92,17 @@ def test_a_reader_that_goes_away_leaves_the_exit_code_and_stderr_as_they_were(en
 
 
 def test_a_tool_started_without_stdout_still_works(monkeypatch):
-    # `tool.py >&-` (e.g. from cron): Python sets sys.stdout to None and print() writes nothing.
+    # `tool.py >&-` (e.g. from cron): Python sets sys.stdout to None; print() accepts that, but
+    # the viewer's sys.stdout.isatty() did not.
     monkeypatch.setattr(sys, "stdout", None)
     finished = []
 
     def body():
-        cli.keep_working_if_stdout_closes()
+        stdout_reader.keep_working_if_stdout_closes()
         print("nobody reads this")
-        finished.append(True)
-    assert cli.run_main("tool.py", body) == cli.EXIT_OK and finished == [True]
+        finished.append(sys.stdout.isatty())
+    assert cli.run_main("tool.py", body) == cli.EXIT_OK and finished == [False]
+    assert sys.stdout is None  # run_main put it back
 
 
 def test_a_tool_that_keeps_working_drops_output_after_the_reader_goes(monkeypatch):
@@ -96,7 +111,7 @@ def test_a_tool_that_keeps_working_drops_output_after_the_reader_goes(monkeypatc
     finished = []
 
     def body():
-        cli.keep_working_if_stdout_closes()
+        stdout_reader.keep_working_if_stdout_closes()
         print("first")
         print("dropped")
         finished.append(True)
@@ -142,3 +157,16 @@ def test_a_signal_exits_7_with_one_line(signum, capsys):
     assert time.monotonic() - started < 10
     assert capsys.readouterr().err == f"tool.py: interrupted by {signal.Signals(signum).name}\n"
     assert {s: signal.getsignal(s) for s in before} == before  # handlers restored
+
+
+
+def test_an_interrupted_tool_exits_7_at_once_with_its_output_flushed():
+    # Without the interpreter's teardown, which crashed (exit 139) under an XLA compile that the
+    # interrupt had cut short only on the Python side; here a thread stands for that compile.
+    program = ("import threading, time\nfrom hackmatrix.tools import cli\n"
+               "threading.Thread(target=time.sleep, args=(60,)).start()\n"
+               "print('the rows so far')\ncli.exit_process(cli.EXIT_INTERRUPTED)")
+    started = time.monotonic()
+    finished = subprocess.run([sys.executable, "-c", program], capture_output=True, timeout=60)
+    assert (finished.returncode, finished.stdout) == (cli.EXIT_INTERRUPTED, b"the rows so far\n")
+    assert time.monotonic() - started < 30

@@ -155,6 +155,14 @@ def test_the_same_checkpoint_twice_exits_3_before_loading(case, tiny_run, tmp_pa
     assert captured.err == f"evaluate.py: error: {message}\n"
 
 
+def test_a_baseline_given_as_a_checkpoint_says_how_to_ask_for_it(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # no file called exit-runner here
+    assert evaluate_main(["exit-runner"]) == cli.EXIT_BAD_ARGUMENTS
+    assert capsys.readouterr().err == (
+        "evaluate.py: error: 'exit-runner' is a baseline, not a checkpoint: baselines are chosen "
+        "with --baselines (default: random,exit-runner)\n")
+
+
 def test_unwritable_json_path_exits_3_before_evaluating(tiny_run, tmp_path, capsys):
     json_path = tmp_path / "absent" / "results.json"
     assert evaluate_main([str(tiny_run), "--json", str(json_path)]) == cli.EXIT_BAD_ARGUMENTS

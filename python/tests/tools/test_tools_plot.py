@@ -71,6 +71,15 @@ def test_bad_run_dir_exits_6(case, tmp_path, capsys):
     assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
 
 
+def test_a_folder_of_runs_is_named_as_such(tmp_path, capsys):
+    _write_metrics(tmp_path / "second", [_full_record(1)])
+    _write_metrics(tmp_path / "first", [_full_record(1)])
+    assert plot_main([str(tmp_path)]) == cli.EXIT_BAD_CHECKPOINT
+    assert capsys.readouterr().err == (
+        f"plot_metrics.py: error: no metrics.jsonl at {tmp_path}/metrics.jsonl: {tmp_path} is a "
+        f"folder of runs, not a run; name one, e.g. {tmp_path}/first\n")
+
+
 @pytest.fixture
 def drawn_figures(monkeypatch):
     """The figures plot_run draws, kept open for inspection instead of closed."""

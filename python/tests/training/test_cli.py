@@ -98,6 +98,29 @@ def test_a_signal_during_the_last_chunk_lets_the_run_complete(tmp_path, monkeypa
     assert "[signal] SIGINT came during the last chunk: the run is complete" in out
 
 
+def test_a_reader_that_goes_away_does_not_end_the_run(tmp_path):
+    # `train_purejaxrl.py ... | head -3`, or a pager quit early: the run goes on to its end (its
+    # lines are in metrics.jsonl). It used to stop with "error: BrokenPipeError", unsaved.
+    command = [sys.executable, str(SCRIPT), *TINY, *TOTAL, "--checkpoint-dir", str(tmp_path),
+               "--run-name", "headless", "--no-wandb"]
+    process = subprocess.Popen(command, env={**os.environ, "PYTHONUNBUFFERED": "1"},
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert process.stdout.readline().startswith("[config]")
+    process.stdout.close()
+    errors = process.stderr.read()
+    assert process.wait(timeout=300) == 0, errors
+    summary = json.loads((tmp_path / "headless" / "summary.json").read_text())
+    assert summary["status"] == "completed" and summary["update"] == UPDATES
+
+
+def test_a_run_started_without_stdout_completes(tmp_path, monkeypatch):
+    # `train_purejaxrl.py ... >&-` (Python's sys.stdout is None) failed at once on isatty().
+    monkeypatch.setattr(sys, "stdout", None)
+    assert train(tmp_path, "no_stdout") == 0
+    assert sys.stdout is None  # put back
+    assert (tmp_path / "no_stdout" / "final_params.npz").is_file()
+
+
 def test_truncated_checkpoint_exits_6(tmp_path, capsys):
     run_dir = tmp_path / "broken"
     run_dir.mkdir()
@@ -114,6 +137,8 @@ def test_truncated_checkpoint_exits_6(tmp_path, capsys):
     ["--num-envs", "6", "--num-steps", "5", "--num-minibatches", "4"],
     ["--wandb-mode", "sometimes"],
     ["--total-timesteps", "ten"],
+    ["--total-timesteps", "2.5"],
+    ["--total-timesteps", "inf"],
     ["--num-devices", "0"],
     ["--num-envs", "6", "--num-devices", "4"],
     ["--num-envs", "512", "--num-minibatches", "0"],  # 0 reaches validate, not a division
@@ -121,6 +146,11 @@ def test_truncated_checkpoint_exits_6(tmp_path, capsys):
 def test_bad_flags_exit_3_with_the_reason(argv, capsys):
     assert cli.main(argv + ["--no-wandb"]) == cli.EXIT_BAD_ARGS
     assert capsys.readouterr().err.startswith("error: bad arguments:")
+
+
+@pytest.mark.parametrize("text", ["5000000", "5e6", "5_000_000", "5.0e6"])
+def test_total_timesteps_take_the_usual_ways_of_writing_a_large_count(text):
+    assert cli.build_parser().parse_args(["--total-timesteps", text]).total_timesteps == 5_000_000
 
 
 def test_more_devices_than_jax_sees_names_the_count(capsys):

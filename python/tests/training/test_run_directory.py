@@ -178,6 +178,7 @@ def _corrupt(state, key, value):
     ("lr", "x", "its config is invalid"),
     ("num_actions", None, "its network must give"),
     ("update", -1, "update is -1"),
+    ("update", True, "update is True"),  # a bool is an int to Python: it read as update 1
     ("run_options", ["x"], "its run options are not a dict"),
     ("run_options", {"keep_checkpoints": "5"},
      "its run options say --keep-checkpoints must be a whole number >= 0, got '5'"),
@@ -293,20 +294,29 @@ def test_a_signal_during_set_up_interrupts_and_a_second_one_in_training_exits_at
         monkeypatch, capsys):
     signals = cli._Signals()
     with pytest.raises(KeyboardInterrupt):
-        signals._handle(cli.signal.SIGTERM, None)
+        signals.handle(cli.signal.SIGTERM, None)
     assert signals.signal_name == "SIGTERM"
+    # Had a callback swallowed that exception, set-up would go on: training must not start.
+    with pytest.raises(KeyboardInterrupt):
+        signals.start_training(print)
 
     said, exits = [], []
     signals = cli._Signals()
     signals.start_training(said.append)
     monkeypatch.setattr(cli.os, "_exit", exits.append)
-    signals._handle(cli.signal.SIGINT, None)
+    signals.handle(cli.signal.SIGINT, None)
     assert signals.signal_name == "SIGINT" and exits == []
     assert said == ["[signal] SIGINT: saving a checkpoint after the current chunk, then exiting "
                     "(signal again to exit at once without saving)"]
-    signals._handle(cli.signal.SIGINT, None)
+    signals.handle(cli.signal.SIGINT, None)
     assert exits == [cli.EXIT_FAILURE]
     assert "SIGINT again: exiting now without saving" in capsys.readouterr().err
+    # Once the interrupted run's checkpoint is saved, a second signal (say, while wandb
+    # finishes) exits at once, as interrupted: nothing is lost.
+    signals.checkpoint_saved = True
+    signals.handle(cli.signal.SIGTERM, None)
+    assert exits == [cli.EXIT_FAILURE, cli.EXIT_INTERRUPTED]
+    assert "SIGTERM again: the checkpoint is saved; exiting now" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("name", ["", ".", "..", "../escape", "a/b", "/abs"])

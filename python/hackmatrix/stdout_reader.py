@@ -1,0 +1,66 @@
+"""A stdout whose reader may leave (`| head`, a pager quit early): the programs whose product is
+a file (a checkpoint, a --json report, a GIF) keep working and drop the rest of their output,
+instead of failing on BrokenPipeError with the work half done."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+
+class _ReaderMayLeave:
+    """sys.stdout that drops what it is given once the reader has gone."""
+
+    def __init__(self, stream):
+        self.stream = stream
+
+    def write(self, text: str) -> int:
+        try:
+            return self.stream.write(text)
+        except BrokenPipeError:
+            _discard(self.stream)
+            return len(text)
+
+    def flush(self) -> None:
+        flush(self.stream)
+
+    def __getattr__(self, name):
+        return getattr(self.stream, name)
+
+
+def keep_working_if_stdout_closes() -> None:
+    """From now on a closed stdout no longer ends the program; the caller restores sys.stdout
+    when it is done."""
+    if sys.stdout is not None and not isinstance(sys.stdout, _ReaderMayLeave):
+        sys.stdout = _ReaderMayLeave(sys.stdout)
+
+
+def never_none() -> None:
+    """Started with stdout closed (`>&-`), Python's sys.stdout is None, which print() accepts but
+    `sys.stdout.isatty()` and friends do not: point it at /dev/null instead. The caller restores
+    sys.stdout when it is done."""
+    if sys.stdout is None:
+        sys.stdout = open(os.devnull, "w", encoding="utf-8")
+
+
+def flush(stream) -> None:
+    """Flushes `stream` (a stdout); if its reader has gone, discards stdout instead, so that the
+    interpreter's last flush at exit cannot fail again (exit 120)."""
+    if stream is None:
+        return
+    try:
+        stream.flush()
+    except BrokenPipeError:
+        _discard(stream)
+
+
+def _discard(stream) -> None:
+    """Points the process's stdout at /dev/null once its reader has gone, so that later writes
+    and the interpreter's last flush at exit succeed instead of failing again (exit 120)."""
+    try:
+        descriptor = stream.fileno()
+    except (AttributeError, OSError, ValueError):  # not a real file (e.g. a test's StringIO)
+        return
+    null = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(null, descriptor)
+    os.close(null)
