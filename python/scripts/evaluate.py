@@ -79,7 +79,7 @@ def main(argv=None) -> int:
 
     def body():
         if args.json is not None:
-            cli.check_output_file(args.json, "--json")
+            cli.check_output_file(args.json, "--json", inputs=args.checkpoints)
             stdout_reader.keep_working_if_stdout_closes()
 
         import json

@@ -176,9 +176,13 @@ def play(state, key, color: bool) -> None:
     step = jax.jit(game.step, compiler_options=options)
     valid_actions = jax.jit(game.valid_actions, compiler_options=options)
     program_applicable = jax.jit(action_mask.program_applicable, compiler_options=options)
+    # Compiled before the first board, not after the first key: a silent pause of up to half a
+    # minute (without a warm compilation cache) reads as a hang.
+    print("compiling the game...", flush=True)
+    jax.block_until_ready((step(key, state, 0), valid_actions(state), program_applicable(state)))
 
     while True:
-        print(game.render(state, color=color))
+        print(game.render(state, color=color, player_view=True))
         mask = np.asarray(valid_actions(state))
         print(f"Valid actions: {describe_valid(mask)}")
         if not mask.any():
@@ -196,7 +200,7 @@ def play(state, key, color: bool) -> None:
         state, _, reward, done, info = step(step_key, state, action)
         print(describe_reward(reward, info["reward_components"]))
         if bool(done):
-            print(game.render(state, color=color))
+            print(game.render(state, color=color, player_view=True))
             if bool(info["won"]):
                 print(f"You won! Final score {int(info['score'])}.")
             elif bool(info["death"]):

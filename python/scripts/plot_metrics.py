@@ -27,7 +27,7 @@ def main(argv=None) -> int:
         output = args.output if given else str(folder / "training_curves.png")
         # The default's folder is checked too: a missing RUN_DIR is reported below as such (6).
         if given or folder.is_dir():
-            cli.check_output_file(output, "-o" if given else "output")
+            cli.check_output_file(output, "-o" if given else "output", inputs=(args.run_dir,))
 
         from hackmatrix.tools import plotting
 

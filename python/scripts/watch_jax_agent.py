@@ -54,7 +54,7 @@ def main(argv=None) -> int:
 
     def body():
         if args.gif is not None:
-            cli.check_output_file(args.gif, "--gif")
+            cli.check_output_file(args.gif, "--gif", inputs=(args.checkpoint, args.scenario))
 
         from hackmatrix.tools import policy, viewer
 

@@ -104,7 +104,9 @@ class HackMatrixEnv:
 
         Equal to `step_env(step_key, ...)` followed by `reset_env(reset_key)` on done, with
         `step_key, reset_key = spawning.split_key(key, 2)`, but it generates one stage and
-        observes one state.
+        observes one state. One difference no observable shows: the new game keeps the UNDO
+        buffer's stale contents (its pointers say empty, so UNDO is invalid), where
+        `reset_env` zeroes it (`state.select`).
         A step that completes a stage never ends the game (no enemy turn follows, so nobody
         dies; a won game generates nothing), so on done the generation can take a new game's
         starting state instead of the completed stage (whose successor a truncation would
@@ -133,6 +135,8 @@ class HackMatrixEnv:
         stops after the batch's largest number of acting enemies instead of the capacity.
         """
         params = self.default_params if params is None else params
+        # As `step` reads them (actions.resolve): a float action must not pick other branches.
+        actions = jnp.asarray(actions).astype(jnp.int32)
         size = batching.chunk_size(keys.shape[0])
         step_keys, reset_keys = jnp.moveaxis(jax.vmap(spawning.split_key, in_axes=(0, None))(
             keys, 2), 1, 0)

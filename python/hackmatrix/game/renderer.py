@@ -4,8 +4,10 @@ The board is printed with row 5 at the top, since row 0 is the bottom row (§1).
 lines: the pieces standing on it (player, enemies, transmissions) and the cell itself (block, exit,
 data-siphon pickup, resource, siphon centre). The rendering shows what the player can see (§15.4):
 question blocks are '?', resources under unsiphoned blocks and transmission types are not shown.
-The one exception is a cryptog hidden from the player, drawn in lower case so a human watching can
-still follow it.
+By default, for a human watching an agent, every piece on a cell is drawn, and a cryptog hidden
+from the player in lower case so the watcher can still follow it. `player_view=True` draws a
+cell's pieces as the observation has them (§15.3), for a human who is the player: the first
+enemy with hp > 0 unless it is a hidden cryptog, and the first transmission.
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ LEGEND = (
     "        * siphoned   EXIT   DS data-siphon pickup   $<n> credits   e<n> energy\n"
     "        o siphon centre"
 )
+PLAYER_LEGEND = LEGEND.replace(",\n        c = cryptog hidden from the player)", ")\n     ")
 
 
 def _paint(tokens, color: bool) -> str:
@@ -60,19 +63,24 @@ def _paint(tokens, color: bool) -> str:
     return text + " " * (CELL_WIDTH - shown)
 
 
-def _pieces(state, row, col):
-    """Tokens for what stands on a cell: player, then enemies and transmissions in list order."""
+def _pieces(state, row, col, player_view: bool):
+    """Tokens for what stands on a cell: player, then enemies and transmissions in list order
+    (with `player_view`, only those the observation shows)."""
     core = state.core
     tokens = []
     if (core.player_row, core.player_col) == (row, col):
         tokens.append(("@", "player"))
     enemies = core.enemies
-    for i in np.flatnonzero(enemies.active & (enemies.row == row) & (enemies.col == col)):
+    here = enemies.active & (enemies.row == row) & (enemies.col == col)
+    on_cell = np.flatnonzero(here & (enemies.hp > 0))[:1] if player_view else np.flatnonzero(here)
+    for i in on_cell:
         text, hidden = enemy_token(core, i)
-        tokens.append((text, "hidden" if hidden else "enemy"))
+        if not (hidden and player_view):
+            tokens.append((text, "hidden" if hidden else "enemy"))
     transmissions = core.transmissions
-    on_cell = transmissions.active & (transmissions.row == row) & (transmissions.col == col)
-    for i in np.flatnonzero(on_cell):
+    on_cell = np.flatnonzero(
+        transmissions.active & (transmissions.row == row) & (transmissions.col == col))
+    for i in on_cell[:1] if player_view else on_cell:
         tokens.append((f"t{int(transmissions.turns_remaining[i])}", "transmission"))
     return tokens
 
@@ -136,20 +144,21 @@ def status_line(state: S.GameState) -> str:
             + f"  Programs: {', '.join(owned) if owned else '-'}")
 
 
-def render(state: S.GameState, color: bool = False) -> str:
-    """The board (row 5 on top), a legend and the status line, as one string."""
+def render(state: S.GameState, color: bool = False, player_view: bool = False) -> str:
+    """The board (row 5 on top), a legend and the status line, as one string; `player_view`
+    draws only the pieces the player observes (module docstring)."""
     state = jax.tree_util.tree_map(np.asarray, state)
     size = C.BOARD_SIZE
     separator = "   +" + "+".join("-" * CELL_WIDTH for _ in range(size)) + "+"
     header = "    " + " ".join(f"{col:^{CELL_WIDTH}}" for col in range(size))
     lines = [header, separator]
     for row in reversed(range(size)):
-        pieces = [_paint(_pieces(state, row, col), color) for col in range(size)]
+        pieces = [_paint(_pieces(state, row, col, player_view), color) for col in range(size)]
         terrain = [_paint(_terrain(state, row, col), color) for col in range(size)]
         lines.append(f" {row} |" + "|".join(pieces) + "|")
         lines.append("   |" + "|".join(terrain) + "|")
         lines.append(separator)
     lines.append(header)
-    lines.append(LEGEND)
+    lines.append(PLAYER_LEGEND if player_view else LEGEND)
     lines.append(status_line(state))
     return "\n".join(lines)

@@ -10,6 +10,8 @@ reachable state (viewers save mid-game states whose exit is not at (5,5)). When 
 exactly the A.3 values, so scenarios written against Appendix A behave as the rules say:
 
 - ``exitPosition`` {row, col} — default (5,5) (A.2 step 7 places the exit there);
+- ``exitCell`` {row, col} — default exitPosition: where the exit cell is, for the one state
+  where the two differ (UNDO across a stage change brings back the old board, §7.15);
 - ``siphonedCells`` / ``siphonCenterCells`` — lists of {row, col} marking those flags on any cell;
 - ``scheduledTaskInterval`` (12), ``nextScheduledTaskTurn`` (12), ``pendingSiphonTransmissions``
   (0), ``stepActive`` (false), ``atkPlusUsesThisStage`` (0);
@@ -38,11 +40,16 @@ _HIDDEN_DEFAULTS = {
     "pendingSiphonTransmissions": 0,
     "atkPlusUsesThisStage": 0,
 }
+# Lower bounds of the hidden counters: play keeps the interval >= 4 (§10), and an interval of 0
+# means no scheduled tasks (§8 step 5); the others count up from 0.
+_HIDDEN_LEAST = {"scheduledTaskInterval": 0, "nextScheduledTaskTurn": 0,
+                 "pendingSiphonTransmissions": 0, "atkPlusUsesThisStage": 0}
 _TOP_LEVEL_FIELDS = {
     "player", "enemies", "transmissions", "blocks", "resources", "ownedPrograms", "stage", "turn",
     "showActivated", "scheduledTasksDisabled",
     # extensions (module docstring)
-    "exitPosition", "siphonedCells", "siphonCenterCells", "stepActive", *_HIDDEN_DEFAULTS,
+    "exitPosition", "exitCell", "siphonedCells", "siphonCenterCells", "stepActive",
+    *_HIDDEN_DEFAULTS,
 }
 _PLAYER_FIELDS = {"row", "col", "hp", "credits", "energy", "dataSiphons", "score", "attackDamage"}
 _ENEMY_FIELDS = {"type", "row", "col", "hp", "stunned", "spawnedFromSiphon", "isFromScheduledTask",
@@ -157,6 +164,17 @@ def _program(value, path: str) -> int:
     if not C.FIRST_PROGRAM_ACTION <= action < C.NUM_ACTIONS:
         _fail(path, f"program action index must be 5-27, got {action}")
     return action - C.FIRST_PROGRAM_ACTION
+
+
+def _corner(d: dict, name: str, default: tuple[int, int]) -> tuple[int, int]:
+    """A corner cell field: the exit is always on one (§2.6), and stage generation (§12.2)
+    relies on it, the player starting the next stage on the old exit's corner."""
+    if name not in d:
+        return default
+    row, col = _position(_mapping(d[name], name, _CELL_FIELDS), name)
+    if row not in (0, C.BOARD_SIZE - 1) or col not in (0, C.BOARD_SIZE - 1):
+        _fail(name, f"({row}, {col}) is not a corner")
+    return row, col
 
 
 def _position(entry: dict, path: str) -> tuple[int, int]:
@@ -310,19 +328,16 @@ def from_dict(d: dict, key=None) -> S.GameState:
             flags[position] = True
 
     # A.2 step 7: the exit replaces any block or pickup on its cell; the resource stays.
-    exit_row, exit_col = C.BOARD_SIZE - 1, C.BOARD_SIZE - 1
-    if "exitPosition" in d:
-        exit_row, exit_col = _position(
-            _mapping(d["exitPosition"], "exitPosition", _CELL_FIELDS), "exitPosition")
-        if exit_row not in (0, C.BOARD_SIZE - 1) or exit_col not in (0, C.BOARD_SIZE - 1):
-            # §2.6; stage generation (§12.2) relies on it: the player starts the next stage on
-            # the old exit's corner.
-            _fail("exitPosition", f"({exit_row}, {exit_col}) is not a corner")
-    _clear_content(exit_row, exit_col, content, points, program, spawn_count)
-    content[exit_row, exit_col] = C.EXIT
+    exit_row, exit_col = _corner(d, "exitPosition", (C.BOARD_SIZE - 1, C.BOARD_SIZE - 1))
+    exit_cell = _corner(d, "exitCell", (exit_row, exit_col))
+    _clear_content(*exit_cell, content, points, program, spawn_count)
+    content[exit_cell] = C.EXIT
 
     hidden = {name: _get(d, name, "", _int, default=default)
               for name, default in _HIDDEN_DEFAULTS.items()}
+    for name, least in _HIDDEN_LEAST.items():
+        if hidden[name] < least:
+            _fail(name, f"must be >= {least}, got {hidden[name]}")
     step_active = _get(d, "stepActive", "", _bool, default=False)
 
     def i32(x):
@@ -414,6 +429,7 @@ def to_dict(state: S.GameState) -> dict[str, Any]:
     cells = _numpy(core.cells)
     size = C.BOARD_SIZE
     exit_position = (int(state.exit_row), int(state.exit_col))
+    (exit_cell,) = [tuple(int(i) for i in cell) for cell in np.argwhere(cells.content == C.EXIT)]
 
     blocks, resources, siphoned_cells, center_cells = [], [], [], []
     for row in range(size):
@@ -468,6 +484,8 @@ def to_dict(state: S.GameState) -> dict[str, Any]:
     extensions = {
         "exitPosition": ({"row": exit_position[0], "col": exit_position[1]}
                          if exit_position != (size - 1, size - 1) else None),
+        "exitCell": ({"row": exit_cell[0], "col": exit_cell[1]}
+                     if exit_cell != exit_position else None),
         "siphonedCells": siphoned_cells or None,
         "siphonCenterCells": center_cells or None,
         "stepActive": bool(state.step_active) or None,

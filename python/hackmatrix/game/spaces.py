@@ -30,7 +30,8 @@ class Discrete:
         return jax.random.randint(key, self.shape, 0, self.n, self.dtype)
 
     def contains(self, x) -> jax.Array:
-        return jnp.all((x >= 0) & (x < self.n))
+        x = jnp.asarray(x)
+        return jnp.all((x >= 0) & (x < self.n) & (x == jnp.trunc(x)))  # 3.7 is no action
 
 
 @dataclass(frozen=True, eq=False)
@@ -50,19 +51,24 @@ class Box:
 
 
 def _feature_bounds() -> tuple[np.ndarray, np.ndarray]:
-    """(low, high) of each of the 1545 flat features (§15). Every feature is >= 0. Most are at
-    most 1; the rules leave some uncapped, and scenarios can set the counts behind others
-    beyond what play produces, so those have no upper bound."""
+    """(low, high) of each of the 1545 flat features (§15). Every feature but one is >= 0:
+    the transmission countdown reads turnsRemaining / 4, which a scenario may set below 0
+    (§15.3). Most are at most 1; the rules leave some uncapped, and scenarios can set the
+    counts behind others beyond what play produces, so those have no upper bound."""
     player_high = np.ones(C.PLAYER_FEATURES, np.float32)
     player_high[[6, 7]] = np.inf  # dataSiphons / 10, (attackDamage - 1) / 2: not capped (§15.1)
     grid_high = np.ones(C.GRID_CHANNELS, np.float32)
     # Enemy hp, block points and spawn count, and cell credits and energy: hp / 3 is not capped
     # (§15.3), and a scenario may put any count in the others.
     grid_high[[4, 10, 35, 37, 38]] = np.inf
+    grid_low = np.zeros(C.GRID_CHANNELS, np.float32)
+    grid_low[36] = -np.inf  # transmission countdown
     high = np.concatenate([player_high, np.ones(C.NUM_PROGRAMS, np.float32),
                            np.tile(grid_high, C.NUM_CELLS)])
-    assert high.shape == (observation.FLAT_SIZE,)
-    return np.zeros_like(high), high
+    low = np.concatenate([np.zeros(C.PLAYER_FEATURES + C.NUM_PROGRAMS, np.float32),
+                          np.tile(grid_low, C.NUM_CELLS)])
+    assert high.shape == low.shape == (observation.FLAT_SIZE,)
+    return low, high
 
 
 def action_space() -> Discrete:

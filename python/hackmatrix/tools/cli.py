@@ -91,12 +91,13 @@ def _is_training_output(name: str) -> bool:
     return checkpoint.is_policy_file(name) or name in (metrics.METRICS_FILE, metrics.SUMMARY_FILE)
 
 
-def check_output_file(path: str, flag: str) -> pathlib.Path:
+def check_output_file(path: str, flag: str, inputs=()) -> pathlib.Path:
     """Makes sure `path` can be written before any work starts, so a typo never costs a whole
     run: its directory must exist and accept a new file, and the path must be new or a regular
     file (the output replaces it: a device or a pipe must not become a file) that a training run
-    did not write (a typo must not turn a checkpoint into a GIF). ToolError with exit 3
-    otherwise. Nothing is left behind (an existing file is untouched)."""
+    did not write and that is not one of the files the command reads (`inputs`): a typo must
+    not turn a checkpoint into a GIF. ToolError with exit 3 otherwise. Nothing is left behind
+    (an existing file is untouched)."""
     if not path:
         raise ToolError(f"{flag}: the path is empty", EXIT_BAD_ARGUMENTS)
     output = pathlib.Path(path)
@@ -109,6 +110,11 @@ def check_output_file(path: str, flag: str) -> pathlib.Path:
     if output.is_file() and _is_training_output(output.name):
         raise ToolError(f"{flag} {path}: would replace a file of a training run (checkpoint, "
                         "params, metrics or summary): choose another name", EXIT_BAD_ARGUMENTS)
+    for source in inputs:
+        if output.is_file() and source and os.path.isfile(source) and os.path.samefile(output,
+                                                                                         source):
+            raise ToolError(f"{flag} {path}: is {source}, which this command reads",
+                            EXIT_BAD_ARGUMENTS)
     if not folder.is_dir():
         raise ToolError(f"{flag} {path}: directory {folder} does not exist", EXIT_BAD_ARGUMENTS)
     # A real probe rather than os.access: root passes every permission test, yet cannot create
@@ -129,9 +135,11 @@ def run_main(prog: str, body) -> int:
 
     SIGINT and SIGTERM raise `interrupts.Interrupted` in the main thread (exit 7; a KeyboardInterrupt,
     so the viewer writes its GIF on either)."""
-    stdout = sys.stdout
+    stdout, stdin = sys.stdout, sys.stdin
     try:
         stdout_reader.never_none()
+        if sys.stdin is None:  # started with stdin closed (`<&-`): reads see the end of input
+            sys.stdin = open(os.devnull, encoding="utf-8")
         with interrupts.signals_raise():
             body()
     except ToolError as error:
@@ -149,7 +157,7 @@ def run_main(prog: str, body) -> int:
         print(f"{prog}: error: {type(error).__name__}: {detail}", file=sys.stderr)
         return EXIT_FAILURE
     finally:
-        sys.stdout = stdout
+        sys.stdout, sys.stdin = stdout, stdin
         stdout_reader.flush(stdout)  # on every path, so that the exit code stays the one returned
     return EXIT_OK
 
@@ -205,6 +213,8 @@ def load_scenario(path: str):
                         f"{error.msg}", EXIT_BAD_ARGUMENTS) from None
     except _DuplicateKey as error:
         raise ToolError(f"{path}: {error}", EXIT_BAD_ARGUMENTS) from None
+    except RecursionError:
+        raise ToolError(f"{path}: nested too deeply to be a scenario", EXIT_BAD_ARGUMENTS) from None
     try:
         return scenario.from_dict(data)
     except ValueError as error:

@@ -17,7 +17,7 @@ from typing import Callable, NamedTuple, TextIO
 import jax
 import numpy as np
 
-from hackmatrix import xla_options
+from hackmatrix import interrupts, xla_options
 from hackmatrix.game import constants as C
 from hackmatrix.game import renderer
 from hackmatrix.game import transition
@@ -93,10 +93,12 @@ def watch(loaded: policy.LoadedPolicy, options: ViewerOptions, out: TextIO | Non
     Output goes to `out` (default: the current sys.stdout). In step mode `read_line` (default:
     a line of the current sys.stdin) is called before each step: "q" quits, end of input stops
     waiting. An interrupt (KeyboardInterrupt, which the CLI raises for SIGTERM too) first writes
-    the GIF of the frames collected so far, then propagates.
+    the GIF of the frames collected so far, then propagates; one that comes while the GIF is
+    written waits for the file.
     """
     out = out or sys.stdout
     frames, summaries = [], []
+    interrupted = None
     try:
         _play(loaded, options, out, read_line or sys.stdin.readline, frames, summaries)
         if len(summaries) > 1:
@@ -104,20 +106,27 @@ def watch(loaded: policy.LoadedPolicy, options: ViewerOptions, out: TextIO | Non
             out.write(f"{len(summaries)} episodes: mean return {np.mean(returns):+.3f}, "
                       f"mean stage {np.mean([s.stage for s in summaries]):.2f}, "
                       f"wins {sum(s.won for s in summaries)}\n")
-    except KeyboardInterrupt:
-        if options.gif_path and frames:
-            _write_gif(frames, options)
-            with contextlib.suppress(BrokenPipeError):  # still an interrupt (exit 7)
-                out.write(f"wrote {options.gif_path} ({len(frames)} frames so far, "
-                          "interrupted)\n")
-        raise
+    except KeyboardInterrupt as interrupt:
+        interrupted = interrupt
     except BrokenPipeError:  # the reader of the board is gone (`| head`): the GIF still counts
         if options.gif_path and frames:
             _write_gif(frames, options)
         raise
     if options.gif_path and frames:
-        _write_gif(frames, options)
-        out.write(f"wrote {options.gif_path} ({len(frames)} frames)\n")
+        # The GIF is what was asked for: a signal while it is written (seconds for a long
+        # recording) waits for it instead of losing it.
+        with interrupts.held() as signals:
+            _write_gif(frames, options)
+        if signals and interrupted is None:
+            interrupted = interrupts.Interrupted(signals[0])
+        count = f"{len(frames)} frame{'' if len(frames) == 1 else 's'}"
+        # On a new line: an interrupt may have come at the --step prompt.
+        text = (f"\nwrote {options.gif_path} ({count} so far, interrupted)\n" if interrupted
+                else f"wrote {options.gif_path} ({count})\n")
+        with contextlib.suppress(BrokenPipeError):  # still an interrupt (exit 7)
+            out.write(text)
+    if interrupted is not None:
+        raise interrupted
     out.flush()
     return summaries
 
@@ -187,10 +196,14 @@ def _play(loaded, options: ViewerOptions, out: TextIO, read_line: Callable[[], s
                     f"{report.action_name(action)}   {report.reward_line(float(reward), {})}"))
             show("\n".join(lines))
             game_state = game_state_after
-            if bool(done):
-                break
+            # Read before sleeping: it waits for the step's computation, and a sleep begun
+            # while XLA still ran it was not cut short by SIGINT (seen with 2 CPU devices).
+            finished = bool(done)
+            # Before the episode's last step too: its screen says why the episode ended.
             if options.delay > 0 and not waiting_for_enter:
                 time.sleep(options.delay)
+            if finished:
+                break
 
         programs = {C.PROGRAM_NAMES[k]: int(count)
                     for k, count in enumerate(action_counts[C.FIRST_PROGRAM_ACTION:]) if count}
@@ -202,6 +215,8 @@ def _play(loaded, options: ViewerOptions, out: TextIO, read_line: Callable[[], s
         show("\n".join([
             f"=== episode {episode}/{options.episodes} finished ===",
             renderer.render(game_state, color=options.color),
+            f"last action: {report.action_name(action)}  "
+            f"{report.reward_line(float(reward), components)}",
             f"steps {summary.steps}  return {summary.episode_return:+.3f}  stage {summary.stage}  "
             f"score {summary.score}  won {'yes' if summary.won else 'no'}  end: {summary.end}",
             f"programs used: {report.programs_used_text(summary.programs_used)}"]))

@@ -266,6 +266,7 @@ def test_gymnax_spaces_describe_the_actions_and_features():
     draws = np.asarray(jax.vmap(actions.sample)(jax.random.split(KEY, 512)))
     assert set(draws.tolist()) == set(range(28))
     assert actions.contains(27) and not actions.contains(28) and not actions.contains(-1)
+    assert not actions.contains(3.7) and actions.contains(3.0)
 
     assert features_space.shape == (1545,) and features_space.dtype == jnp.float32
     obs, _ = jax.vmap(RESET, in_axes=(0, None))(jax.random.split(KEY, BATCH), PARAMS)
@@ -280,3 +281,8 @@ def test_gymnax_spaces_describe_the_actions_and_features():
     assert not features_space.contains(features[:-1])
     assert not features_space.contains(np.where(np.arange(1545) == 33 + 7, 2.0, features))
     assert not features_space.contains(np.where(np.arange(1545) == 0, -0.2, features))
+    # §15.3: a countdown a scenario set below 0 reads turnsRemaining / 4.
+    features, _ = expected_observation(scenario.from_dict({
+        "player": {"row": 0, "col": 0},
+        "transmissions": [{"row": 2, "col": 2, "turnsRemaining": -3, "enemyType": "virus"}]}))
+    assert features[33 + 14 * 42 + 36] == -0.75 and features_space.contains(features)

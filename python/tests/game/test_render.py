@@ -86,6 +86,26 @@ def test_several_pieces_and_siphon_centre_share_a_cell():
     assert cell_text(renderer.render(state), 2, 2) == ("@ V1 t1", "$3 o")
 
 
+def test_the_player_view_draws_only_what_the_observation_shows():
+    # §15.3: per cell the first enemy with hp > 0, none if it is a hidden cryptog, and the
+    # first transmission. play.py's human is the player; a watcher of an agent sees it all.
+    state = scenario.from_dict({
+        "player": {"row": 0, "col": 0},
+        "enemies": [{"type": "cryptog", "row": 3, "col": 3, "hp": 1},  # hidden: hides the virus
+                    {"type": "virus", "row": 3, "col": 3, "hp": 2},
+                    {"type": "daemon", "row": 4, "col": 4, "hp": 0},   # dead: not observed
+                    {"type": "glitch", "row": 4, "col": 4, "hp": 2},
+                    {"type": "cryptog", "row": 0, "col": 4, "hp": 2}],  # player's row: shown
+        "transmissions": [{"row": 2, "col": 5, "turnsRemaining": 2, "enemyType": "virus"},
+                          {"row": 2, "col": 5, "turnsRemaining": 1, "enemyType": "virus"}],
+    })
+    watched, played = renderer.render(state), renderer.render(state, player_view=True)
+    cells = [(3, 3), (4, 4), (0, 4), (2, 5)]
+    assert [cell_text(watched, *cell)[0] for cell in cells] == ["c1 V2", "D0 G2", "C2", "t2 t1"]
+    assert [cell_text(played, *cell)[0] for cell in cells] == ["", "G2", "C2", "t2"]
+    assert "hidden from the player" in watched and "hidden from the player" not in played
+
+
 def test_status_line():
     text = renderer.render(scenario.from_dict(SCENARIO))
     status = text.splitlines()[-1]

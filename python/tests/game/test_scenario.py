@@ -326,6 +326,13 @@ def test_key_argument_is_accepted():
      "exitPosition.row: 6 is off the board"),
     ({"player": PLAYER, "exitPosition": {"row": 2, "col": 5}},
      "exitPosition: (2, 5) is not a corner"),
+    ({"player": PLAYER, "exitCell": {"row": 3, "col": 0}}, "exitCell: (3, 0) is not a corner"),
+    ({"player": PLAYER, "scheduledTaskInterval": -1},
+     "scheduledTaskInterval: must be >= 0, got -1"),  # 0: no scheduled tasks (§8 step 5)
+    ({"player": PLAYER, "nextScheduledTaskTurn": -5}, "nextScheduledTaskTurn: must be >= 0"),
+    ({"player": PLAYER, "pendingSiphonTransmissions": -4},
+     "pendingSiphonTransmissions: must be >= 0"),
+    ({"player": PLAYER, "atkPlusUsesThisStage": -2}, "atkPlusUsesThisStage: must be >= 0"),
     ({"player": PLAYER, "blocks": [{"row": 1, "col": 1, "type": ["data"]}]},
      "blocks[0].type: unknown block type ['data']"),
     # The state holds int32 (a wider value used to escape as an OverflowError naming nothing).
@@ -442,6 +449,24 @@ def test_to_dict_round_trip_keeps_hidden_values_and_flags():
     assert saved["siphonedCells"] == [{"row": 0, "col": 0}, {"row": 2, "col": 2}]
     assert saved["siphonCenterCells"] == [{"row": 2, "col": 2}]
     assert_states_equal(scenario.from_dict(json.loads(json.dumps(saved))), state)
+
+
+def test_to_dict_round_trip_after_undo_across_a_stage_change():
+    # §7.15: UNDO brings back the old board, exit cell included, while exitPosition stays the
+    # new stage's: the two differ, and the exit cell must be saved on its own.
+    start = build(player={"row": 5, "col": 4, "credits": 5, "energy": 5},
+                  ownedPrograms=["UNDO", "WAIT"])
+    right = 3  # §3: up, down, left, right
+    state = compiled.play(start, compiled.program_action("WAIT"), right,
+                          compiled.program_action("UNDO"))[0]
+    exit_cells = np.argwhere(np.asarray(state.core.cells.content) == C.EXIT).tolist()
+    assert exit_cells == [[5, 5]] and (int(state.exit_row), int(state.exit_col)) != (5, 5)
+    saved = scenario.to_dict(state)
+    assert saved["exitCell"] == {"row": 5, "col": 5}
+    loaded = scenario.from_dict(json.loads(json.dumps(saved)))
+    def without_history(s):  # never saved (A.3: a loaded state starts with an empty stack)
+        return s.replace(history=None, history_top=None, history_size=None)
+    assert_states_equal(without_history(loaded), without_history(state))
 
 
 def test_to_dict_of_a_plain_scenario_has_no_extension_fields():

@@ -65,6 +65,15 @@ def test_check_output_file_never_replaces_a_training_runs_file(name, tmp_path):
     assert (tmp_path / name).read_bytes() == b"run file"
 
 
+def test_check_output_file_never_replaces_a_file_the_command_reads(tmp_path):
+    policy_file = tmp_path / "mine.npz"  # a policy under a name of the user's
+    policy_file.write_bytes(b"params")
+    with pytest.raises(cli.ToolError, match="which this command reads") as error:
+        cli.check_output_file(str(policy_file), "--gif", inputs=(str(policy_file), None))
+    assert error.value.exit_code == cli.EXIT_BAD_ARGUMENTS
+    assert cli.check_output_file(str(tmp_path / "new.gif"), "--gif", inputs=(str(policy_file),))
+
+
 def test_check_output_file_rejects_an_empty_path(tmp_path):
     with pytest.raises(cli.ToolError, match="^--gif: the path is empty$") as error:
         cli.check_output_file("", "--gif")
@@ -133,6 +142,22 @@ def test_seeds_take_the_trainers_32_bit_range():
     for bad in ("4294967296", "-1", "1.5", "seven"):
         with pytest.raises(argparse.ArgumentTypeError):
             cli.seed(bad)
+
+
+def test_a_scenario_nested_too_deeply_exits_3(tmp_path):
+    path = tmp_path / "deep.json"
+    path.write_text("[" * 100_000 + "]" * 100_000)
+    with pytest.raises(cli.ToolError, match="nested too deeply") as error:
+        cli.load_scenario(str(path))
+    assert error.value.exit_code == cli.EXIT_BAD_ARGUMENTS
+
+
+def test_a_tool_started_without_stdin_sees_the_end_of_input(monkeypatch):
+    # `play.py <&-`: Python's sys.stdin is None, and readline() failed with AttributeError.
+    monkeypatch.setattr(sys, "stdin", None)
+    lines = []
+    assert cli.run_main("tool.py", lambda: lines.append(sys.stdin.readline())) == cli.EXIT_OK
+    assert lines == [""] and sys.stdin is None
 
 
 def test_a_scenario_file_with_a_repeated_key_exits_3_naming_it(tmp_path):

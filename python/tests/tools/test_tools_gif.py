@@ -3,7 +3,7 @@
 import re
 
 import pytest
-from PIL import ImageDraw
+from PIL import Image, ImageDraw
 
 from hackmatrix.game import constants as C
 from hackmatrix.game import renderer, scenario
@@ -114,3 +114,13 @@ def test_glyphs_mean_what_they_mean_in_the_text_renderer(board_glyphs):
                 assert "x2" in board_glyphs[row, col]
             else:
                 assert sorted(gif_tokens) == sorted(text_tokens), (row, col)
+
+
+
+def test_frames_are_kept_as_the_palette_images_the_gif_stores(tmp_path):
+    # A third of an RGB frame's memory; the GIF holds exactly these pixels.
+    frame = gif.render_frame(scenario.from_dict(EVERYTHING), "status", "label")
+    assert frame.mode == "P" and frame.size == (gif.WIDTH, gif.HEIGHT)
+    gif.write_gif([frame], tmp_path / "one.gif", frame_seconds=0.3)
+    with Image.open(tmp_path / "one.gif") as written:
+        assert written.convert("RGB").tobytes() == frame.convert("RGB").tobytes()

@@ -16,7 +16,7 @@ from PIL import Image
 
 from conftest import SCRIPTS, ReaderLeavesAfter, load_script
 from hackmatrix.game import constants as C
-from hackmatrix.tools import cli, policy, viewer
+from hackmatrix.tools import cli, policy, report, viewer
 from hackmatrix.training import checkpoint as ckpt
 from hackmatrix.training import network as net
 
@@ -278,6 +278,29 @@ def test_sigint_to_the_cli_process_writes_the_gif_so_far(tiny_run, tmp_path):
         process.kill()
     assert process.returncode == cli.EXIT_INTERRUPTED
     assert err == "watch_jax_agent.py: interrupted by SIGINT\n"
-    assert out == f"wrote {gif_path} (2 frames so far, interrupted)\n"
+    assert out == f"\nwrote {gif_path} (2 frames so far, interrupted)\n"
     with Image.open(gif_path) as image:
         assert image.n_frames == 2
+
+
+def test_a_signal_while_the_gif_is_written_waits_for_it(tiny_run, tmp_path, monkeypatch,
+                                                        capsys):
+    # Writing a long recording takes seconds: a Ctrl-C then used to lose the whole GIF.
+    gif_path = tmp_path / "whole.gif"
+    write = viewer._write_gif
+    def interrupted_write(frames, options):
+        os.kill(os.getpid(), signal.SIGINT)
+        write(frames, options)
+    monkeypatch.setattr(viewer, "_write_gif", interrupted_write)
+    assert watch_main([str(tiny_run), "--delay", "0", "--max-steps", "3", "--no-color",
+                       "--gif", str(gif_path)]) == cli.EXIT_INTERRUPTED
+    assert "(4 frames so far, interrupted)" in capsys.readouterr().out
+    with Image.open(gif_path) as image:
+        assert image.n_frames == 4
+
+
+def test_reward_components_are_listed_in_the_rules_order():
+    # JAX hands back the info dict with its keys sorted; the rules' table (§14.1) comes first.
+    components = {"distance": 0.05, "kills": 0.0, "step_penalty": -0.01}
+    assert report.reward_line(0.04, components) == (
+        "reward +0.040 (step_penalty -0.010, distance +0.050)")
