@@ -72,7 +72,8 @@ def _pieces(state, row, col, player_view: bool):
         tokens.append(("@", "player"))
     enemies = core.enemies
     here = enemies.active & (enemies.row == row) & (enemies.col == col)
-    on_cell = np.flatnonzero(here & (enemies.hp > 0))[:1] if player_view else np.flatnonzero(here)
+    on_cell = (np.flatnonzero(here & (enemies.hp > 0))[:1] if player_view
+               else np.flatnonzero(here))
     for i in on_cell:
         text, hidden = enemy_token(core, i)
         if not (hidden and player_view):

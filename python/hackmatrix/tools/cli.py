@@ -110,11 +110,11 @@ def check_output_file(path: str, flag: str, inputs=()) -> pathlib.Path:
     if output.is_file() and _is_training_output(output.name):
         raise ToolError(f"{flag} {path}: would replace a file of a training run (checkpoint, "
                         "params, metrics or summary): choose another name", EXIT_BAD_ARGUMENTS)
-    for source in inputs:
-        if output.is_file() and source and os.path.isfile(source) and os.path.samefile(output,
-                                                                                         source):
-            raise ToolError(f"{flag} {path}: is {source}, which this command reads",
-                            EXIT_BAD_ARGUMENTS)
+    read = [source for source in inputs if source and output.is_file()
+            and os.path.isfile(source) and os.path.samefile(output, source)]
+    if read:
+        raise ToolError(f"{flag} {path}: is {read[0]}, which this command reads",
+                        EXIT_BAD_ARGUMENTS)
     if not folder.is_dir():
         raise ToolError(f"{flag} {path}: directory {folder} does not exist", EXIT_BAD_ARGUMENTS)
     # A real probe rather than os.access: root passes every permission test, yet cannot create
@@ -133,8 +133,9 @@ def check_output_file(path: str, flag: str, inputs=()) -> pathlib.Path:
 def run_main(prog: str, body) -> int:
     """Runs `body()` and turns every failure into a one-line message and an exit code.
 
-    SIGINT and SIGTERM raise `interrupts.Interrupted` in the main thread (exit 7; a KeyboardInterrupt,
-    so the viewer writes its GIF on either)."""
+    SIGINT and SIGTERM raise `interrupts.Interrupted` in the main thread (exit 7; it is a
+    KeyboardInterrupt, so the viewer writes its GIF on either). A closed stdout or stdin
+    (`>&-`, `<&-`) reads as /dev/null."""
     stdout, stdin = sys.stdout, sys.stdin
     try:
         stdout_reader.never_none()
