@@ -177,13 +177,21 @@ def enable_compilation_cache() -> str | None:
     return directory
 
 
-def git_commit() -> str | None:
-    try:
-        result = subprocess.run(["git", "rev-parse", "HEAD"], cwd=Path(__file__).parent,
-                                capture_output=True, text=True, timeout=5)
-    except (OSError, subprocess.SubprocessError):
+def git_commit(directory: Path = Path(__file__).parent) -> str | None:
+    """The commit the code runs from, with "-dirty" when tracked files differ from it (the run
+    then used code that no commit holds); None outside a git checkout."""
+    def git(*args) -> str | None:
+        try:
+            result = subprocess.run(["git", *args], cwd=directory, capture_output=True,
+                                    text=True, timeout=5)
+        except (OSError, subprocess.SubprocessError):
+            return None
+        return result.stdout.strip() if result.returncode == 0 else None
+
+    commit = git("rev-parse", "HEAD")
+    if not commit:
         return None
-    return result.stdout.strip() or None if result.returncode == 0 else None
+    return commit + ("-dirty" if git("status", "--porcelain", "--untracked-files=no") else "")
 
 
 def make_env():
@@ -394,7 +402,7 @@ def _build_runner_and_chunk(trainer, schedule, key, saved, config, keep_optimize
 
 
 def _checkpoint_state(runner, *, config, network, run_name, update, timesteps, wandb_run_id,
-                      options, explicit_config) -> dict:
+                      options, explicit_config, metrics_window) -> dict:
     import jax
     host = jax.device_get(runner)
     return {
@@ -415,6 +423,7 @@ def _checkpoint_state(runner, *, config, network, run_name, update, timesteps, w
         "wandb_run_id": wandb_run_id,
         "run_options": dict(options),
         "explicit_config": sorted(explicit_config),
+        "metrics_window": metrics_window,
         "saved_at": datetime.now().isoformat(timespec="seconds"),
     }
 
@@ -727,6 +736,15 @@ def _train(args, signals: _Signals, cleanup: contextlib.ExitStack) -> int:
     if saved is None:
         _check_fresh_run_dir(run_dir)  # under the lock: no other trainer can write it meanwhile
     trainer = make_trainer(config, env, env_params)
+    # The log window a checkpoint saved part-filled (saved off a log boundary): its episodes
+    # go into the first line after the resume.
+    window, window_seconds = M.MetricsWindow(config.batch_size), 0.0
+    if saved is not None and saved.get("metrics_window") is not None:
+        try:
+            window_seconds = window.restore(saved["metrics_window"])
+        except (KeyError, TypeError, ValueError, AttributeError) as error:
+            raise ckpt.CheckpointError(f"{resume_path} is corrupt: its metrics window "
+                                       f"({error})") from None
 
     compile_start = time.perf_counter()
     schedule = make_schedule(config)
@@ -760,7 +778,8 @@ def _train(args, signals: _Signals, cleanup: contextlib.ExitStack) -> int:
             return last_checkpoint  # e.g. a signal right after an interval save
         state = _checkpoint_state(runner, config=config, network=network, run_name=run_name,
                                   update=update, timesteps=timesteps, wandb_run_id=wandb_run_id,
-                                  options=options, explicit_config=explicit_config)
+                                  options=options, explicit_config=explicit_config,
+                                  metrics_window=window.state(window_seconds))
         path = ckpt.save_checkpoint(run_dir, state)
         saved_paths[:] = ckpt.prune_checkpoints(run_dir, options["keep_checkpoints"])
         sink.log_checkpoint([path, ckpt.params_path(run_dir, update)], update)
@@ -789,7 +808,7 @@ def _train(args, signals: _Signals, cleanup: contextlib.ExitStack) -> int:
     def log_window() -> None:
         nonlocal last_record, window_seconds
         record = {"update": update, "timesteps": timesteps,
-                  "train/sps": window.updates * config.batch_size / window_seconds,
+                  "train/sps": window.steps / window_seconds,
                   **window.summarize()}
         seconds_per_update = train_seconds / (update - start_update)
         console.print(M.format_line(record, num_updates,
@@ -803,9 +822,8 @@ def _train(args, signals: _Signals, cleanup: contextlib.ExitStack) -> int:
         window_seconds = 0.0
 
     console = M.Console(num_updates, start_update)
-    window = M.MetricsWindow(config.batch_size)
     last_record: dict = {}
-    train_seconds = window_seconds = 0.0
+    train_seconds = 0.0
     last_save_time = time.monotonic()
     save_interval = options["save_interval"]
     save_every_seconds = None if save_interval else options["save_interval_minutes"] * 60

@@ -42,6 +42,7 @@ class MetricsWindow:
 
     def reset(self) -> None:
         self.updates = 0
+        self.steps = 0  # env steps; a resume with another batch size keeps the old updates' own
         self.sums: dict[str, np.ndarray] = {}
         self.loss_sums: dict[str, float] = {}
         self.highest_stage = 0
@@ -59,10 +60,34 @@ class MetricsWindow:
                                  int(np.max(chunk_metrics["highest_stage"][:num_active])))
         self.learning_rate = float(chunk_metrics["learning_rate"][num_active - 1])
         self.updates += num_active
+        self.steps += num_active * self.batch_size
+
+    def state(self, seconds: float) -> dict:
+        """A part-filled window and its training `seconds`, for a checkpoint: a resume then logs
+        the episodes that ended between the last log line and the save."""
+        return {"updates": self.updates, "steps": self.steps, "seconds": float(seconds),
+                "sums": {key: np.asarray(value) for key, value in self.sums.items()},
+                "loss_sums": dict(self.loss_sums), "highest_stage": self.highest_stage,
+                "learning_rate": self.learning_rate}
+
+    def restore(self, state: dict) -> float:
+        """Continues the window a checkpoint saved; returns its training seconds. ValueError
+        (or KeyError/TypeError) if `state` is not what `state()` writes."""
+        updates, steps, seconds = int(state["updates"]), int(state["steps"]), float(state["seconds"])
+        sums = {key: np.asarray(state["sums"][key], np.float64) for key in state["sums"]}
+        loss_sums = {key: float(state["loss_sums"][key]) for key in state["loss_sums"]}
+        complete = set(sums) == set(SUM_KEYS) and set(loss_sums) == set(LOSS_KEYS)
+        if updates < 0 or steps < 0 or not math.isfinite(seconds) or seconds < 0 or (
+                updates and not complete) or (not updates and (sums or loss_sums)):
+            raise ValueError(f"inconsistent window of {updates} updates")
+        self.updates, self.steps, self.sums, self.loss_sums = updates, steps, sums, loss_sums
+        self.highest_stage = int(state["highest_stage"])
+        self.learning_rate = float(state["learning_rate"])
+        return seconds
 
     def summarize(self) -> dict:
         """Prefixed metric values (train/, reward/, actions/, stats/); NaN where undefined."""
-        steps = self.updates * self.batch_size
+        steps = self.steps
         episodes = float(self.sums["num_episodes"])
         per_episode = (lambda key: float(self.sums[key]) / episodes) if episodes else (lambda key: math.nan)
         metrics = {f"train/{key}": self.loss_sums[key] / self.updates for key in LOSS_KEYS}

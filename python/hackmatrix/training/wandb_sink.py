@@ -113,8 +113,7 @@ class WandbSink:
         if self.run is None:
             return
         try:
-            finite = {k: v for k, v in metrics.items() if v is not None and v == v}
-            self.run.log(finite)
+            self.run.log(_defined(metrics))
         except Exception as error:
             self._disable(f"log failed, disabling wandb: {error}")
 
@@ -134,9 +133,15 @@ class WandbSink:
         if self.run is None:
             return
         try:
-            if summary:
-                self.run.summary.update({k: v for k, v in summary.items() if v is not None})
+            if summary:  # undefined values (NaN) would overwrite the last defined one
+                self.run.summary.update(_defined(summary))
             self.run.finish(exit_code=exit_code)
         except Exception as error:
             self.warn(f"[wandb] finish failed: {error}")
         self.run = None
+
+
+def _defined(metrics: dict) -> dict:
+    """The values that are defined: not None, not NaN (a window without episodes has no mean
+    return; wandb omits such values rather than plotting or keeping a null)."""
+    return {key: value for key, value in metrics.items() if value is not None and value == value}

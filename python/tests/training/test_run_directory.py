@@ -65,6 +65,20 @@ def test_resume_from_an_earlier_checkpoint_sets_the_later_files_aside(run_copy, 
     assert newest["config"]["seed"] == 1 and newest["run_options"]["save_interval"] == 2
 
 
+def test_a_checkpoint_saved_inside_a_log_window_keeps_its_episodes(tmp_path):
+    # Saved at update 3 with log lines every 2 updates: update 3's episodes belong to line 4.
+    # A resume from there (after a kill, or a branch) logged line 4 without them.
+    assert train(tmp_path, "odd", "--save-interval", "3", "--keep-checkpoints", "0") == 0
+    run_dir = tmp_path / "odd"
+    straight = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    assert resume(tmp_path, str(run_dir / "checkpoint_3.pkl")) == 0
+    resumed = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    assert [r["update"] for r in resumed] == [2, 4, 6]
+    for before, after in zip(straight, resumed):
+        del before["train/sps"], after["train/sps"]
+        assert after == before
+
+
 def test_a_resume_interrupted_while_compiling_leaves_the_run_directory_as_it_was(
         run_copy, monkeypatch, capsys):
     # E.g. resuming an earlier checkpoint by mistake, then Ctrl-C during the compile.
@@ -179,6 +193,9 @@ def _corrupt(state, key, value):
     ("num_actions", None, "its network must give"),
     ("update", -1, "update is -1"),
     ("update", True, "update is True"),  # a bool is an int to Python: it read as update 1
+    ("metrics_window", {"updates": 2}, "its metrics window"),
+    ("metrics_window", {"updates": 1, "steps": 128, "seconds": 0.5, "sums": {}, "loss_sums": {},
+                        "highest_stage": 1, "learning_rate": 0.001}, "its metrics window"),
     ("run_options", ["x"], "its run options are not a dict"),
     ("run_options", {"keep_checkpoints": "5"},
      "its run options say --keep-checkpoints must be a whole number >= 0, got '5'"),
@@ -360,3 +377,24 @@ def test_a_resume_with_a_new_batch_keeps_the_minibatching_the_user_set_before(tm
         _args("--num-envs", "512", "--num-steps", "128"), saved, available_devices=1, say=print)
     assert (config.num_minibatches, config.update_epochs) == (8, 4)
     assert scaled == {"num_minibatches": (4, 8)}
+
+
+
+def test_the_recorded_commit_says_when_the_code_differs_from_it(tmp_path):
+    import subprocess
+
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    def git(*args):
+        subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True)
+    git("init", "-q")
+    (repo / "code.py").write_text("x = 1\n")
+    git("add", "code.py")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "one")
+    commit = cli.git_commit(repo)
+    assert len(commit) == 40
+    (repo / "notes.txt").write_text("untracked files do not count\n")
+    assert cli.git_commit(repo) == commit
+    (repo / "code.py").write_text("x = 2\n")
+    assert cli.git_commit(repo) == commit + "-dirty"
+    assert cli.git_commit(tmp_path) is None  # not a checkout

@@ -50,3 +50,31 @@ def test_a_failed_init_is_one_warning_line_and_training_goes_on(monkeypatch, tmp
                         "ConnectionError: no such host request: POST "
                         "https://api.wandb.ai/graphql"]
     sink.log({"update": 1})  # a no-op, not an error
+
+
+class _RecordingRun:
+    """What a wandb run is told: logged records and the final summary."""
+
+    def __init__(self):
+        self.logged, self.summary, self.exit_code = [], {}, None
+
+    def log(self, record):
+        self.logged.append(record)
+
+    def finish(self, exit_code=0):
+        self.exit_code = exit_code
+
+
+def test_undefined_values_are_left_out_of_history_and_summary(tmp_path):
+    # A log window in which no episode ended has no mean return (NaN): wandb must keep the last
+    # defined value rather than a null.
+    sink = wandb_sink.WandbSink(mode="disabled", project="p", entity=None, run_name="r",
+                                run_id="id", config={}, directory=tmp_path, resuming=False,
+                                upload_artifacts=False)
+    sink.run = run = _RecordingRun()
+    record = {"update": 3, "train/mean_episode_return": float("nan"), "train/entropy": 0.5,
+              "stats/win_rate": None}
+    sink.log(record)
+    sink.finish(summary=record, exit_code=7)
+    assert run.logged == [{"update": 3, "train/entropy": 0.5}]
+    assert run.summary == {"update": 3, "train/entropy": 0.5} and run.exit_code == 7
