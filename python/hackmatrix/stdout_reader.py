@@ -1,9 +1,11 @@
 """A stdout whose reader may leave (`| head`, a pager quit early): the programs whose product is
 a file (a checkpoint, a --json report, a GIF) keep working and drop the rest of their output,
-instead of failing on BrokenPipeError with the work half done."""
+instead of failing on BrokenPipeError with the work half done. `standard_streams()` is what every
+CLI runs its work inside."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 
@@ -35,12 +37,22 @@ def keep_working_if_stdout_closes() -> None:
         sys.stdout = _ReaderMayLeave(sys.stdout)
 
 
-def never_none() -> None:
-    """Started with stdout closed (`>&-`), Python's sys.stdout is None, which print() accepts but
-    `sys.stdout.isatty()` and friends do not: point it at /dev/null instead. The caller restores
-    sys.stdout when it is done."""
-    if sys.stdout is None:
-        sys.stdout = open(os.devnull, "w", encoding="utf-8")
+@contextlib.contextmanager
+def standard_streams():
+    """Inside the block a stdout or stdin that the program was started without (`>&-`, `<&-`:
+    Python then sets it to None, which print() accepts but `isatty()` and `readline()` do not)
+    is /dev/null, so output goes nowhere and reads see the end of input. Afterwards sys.stdout
+    and sys.stdin are put back and stdout is flushed (`flush`), on every path."""
+    stdout, stdin = sys.stdout, sys.stdin
+    try:
+        if sys.stdout is None:
+            sys.stdout = open(os.devnull, "w", encoding="utf-8")
+        if sys.stdin is None:
+            sys.stdin = open(os.devnull, encoding="utf-8")
+        yield
+    finally:
+        sys.stdout, sys.stdin = stdout, stdin
+        flush(stdout)
 
 
 def flush(stream) -> None:

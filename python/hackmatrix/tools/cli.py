@@ -136,12 +136,10 @@ def run_main(prog: str, body) -> int:
     SIGINT and SIGTERM raise `interrupts.Interrupted` in the main thread (exit 7; it is a
     KeyboardInterrupt, so the viewer writes its GIF on either). A closed stdout or stdin
     (`>&-`, `<&-`) reads as /dev/null."""
-    stdout, stdin = sys.stdout, sys.stdin
     try:
-        stdout_reader.never_none()
-        if sys.stdin is None:  # started with stdin closed (`<&-`): reads see the end of input
-            sys.stdin = open(os.devnull, encoding="utf-8")
-        with interrupts.signals_raise():
+        # The streams are put back and stdout flushed on every path, so that the exit code
+        # stays the one returned.
+        with stdout_reader.standard_streams(), interrupts.signals_raise():
             body()
     except ToolError as error:
         print(f"{prog}: error: {error}", file=sys.stderr)
@@ -157,9 +155,6 @@ def run_main(prog: str, body) -> int:
         detail = str(error).splitlines()[0] if str(error) else ""
         print(f"{prog}: error: {type(error).__name__}: {detail}", file=sys.stderr)
         return EXIT_FAILURE
-    finally:
-        sys.stdout, sys.stdin = stdout, stdin
-        stdout_reader.flush(stdout)  # on every path, so that the exit code stays the one returned
     return EXIT_OK
 
 

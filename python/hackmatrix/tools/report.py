@@ -18,10 +18,8 @@ def top_actions_line(top: list[tuple[int, float]], value: float) -> str:
 def reward_line(reward: float, components: dict[str, float]) -> str:
     """`reward +0.040 (step_penalty -0.010, distance +0.050)`: only non-zero components, in the
     rules' order (§14.1), whatever the dict's (JAX returns a pytree's dict keys sorted)."""
-    ordered = sorted(components.items(), key=lambda item: (
-        C.REWARD_COMPONENTS.index(item[0]) if item[0] in C.REWARD_COMPONENTS
-        else len(C.REWARD_COMPONENTS)))
-    nonzero = [f"{name} {value:+.3f}" for name, value in ordered if value != 0.0]
+    nonzero = [f"{name} {components[name]:+.3f}" for name in C.REWARD_COMPONENTS
+               if components.get(name, 0.0) != 0.0]
     return f"reward {reward:+.3f}" + (f" ({', '.join(nonzero)})" if nonzero else "")
 
 

@@ -481,14 +481,9 @@ def main(argv=None) -> int:
         return int(exit_request.code or 0)
     # The product is the run directory: a reader that goes away (`| head`, a pager quit) does
     # not end the run; its lines are in metrics.jsonl too.
-    stdout = sys.stdout
-    stdout_reader.never_none()
-    stdout_reader.keep_working_if_stdout_closes()
-    try:
+    with stdout_reader.standard_streams():
+        stdout_reader.keep_working_if_stdout_closes()
         return _main(args)
-    finally:
-        sys.stdout = stdout
-        stdout_reader.flush(stdout)
 
 
 def _main(args) -> int:
