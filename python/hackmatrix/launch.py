@@ -10,9 +10,7 @@ import importlib
 import sys
 
 from hackmatrix import interrupts
-
-EXIT_FAILURE = 2
-EXIT_INTERRUPTED = 7
+from hackmatrix.exit_codes import EXIT_FAILURE, EXIT_INTERRUPTED
 
 
 def load_main(module: str):

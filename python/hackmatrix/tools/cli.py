@@ -20,13 +20,10 @@ import sys
 import tempfile
 
 from hackmatrix import interrupts, stdout_reader
+# The tools read the exit codes as cli.EXIT_...
+from hackmatrix.exit_codes import (  # noqa: F401
+    EXIT_BAD_ARGUMENTS, EXIT_BAD_CHECKPOINT, EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK)
 from hackmatrix.training.config import MAX_SEED
-
-EXIT_OK = 0
-EXIT_FAILURE = 2
-EXIT_BAD_ARGUMENTS = 3
-EXIT_BAD_CHECKPOINT = 6
-EXIT_INTERRUPTED = 7  # the trainer's code for the same event
 
 EXIT_CODES_HELP = """exit codes:
   0  ok

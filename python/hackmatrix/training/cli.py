@@ -22,17 +22,13 @@ from pathlib import Path
 import numpy as np
 
 from hackmatrix import interrupts, stdout_reader, xla_options
+from hackmatrix.exit_codes import (
+    EXIT_BAD_ARGUMENTS, EXIT_BAD_CHECKPOINT, EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK)
 from hackmatrix.training import checkpoint as ckpt
 from hackmatrix.training import devices
 from hackmatrix.training import metrics as M
 from hackmatrix.training.config import ConfigError, TrainConfig, device_defaults, validate
 from hackmatrix.training.wandb_sink import MODES, WandbSink, new_run_id, resolve_mode
-
-EXIT_OK = 0
-EXIT_FAILURE = 2
-EXIT_BAD_ARGS = 3
-EXIT_CHECKPOINT = 6
-EXIT_INTERRUPTED = 7
 
 ARCHITECTURE_FIELDS = ("hidden_dim", "num_layers")
 CONFIG_FIELDS = tuple(field.name for field in dataclasses.fields(TrainConfig))
@@ -476,7 +472,7 @@ def main(argv=None) -> int:
         args = build_parser().parse_args(argv)
     except UsageError as error:
         print(f"error: bad arguments: {error}", file=sys.stderr)
-        return EXIT_BAD_ARGS
+        return EXIT_BAD_ARGUMENTS
     except SystemExit as exit_request:  # --help
         return int(exit_request.code or 0)
     # The product is the run directory: a reader that goes away (`| head`, a pager quit) does
@@ -493,10 +489,10 @@ def _main(args) -> int:
             return _train(args, signals, cleanup)
     except (UsageError, ConfigError) as error:
         print(f"error: bad arguments: {error}", file=sys.stderr)
-        return EXIT_BAD_ARGS
+        return EXIT_BAD_ARGUMENTS
     except ckpt.CheckpointError as error:
         print(f"error: checkpoint: {error}", file=sys.stderr)
-        return EXIT_CHECKPOINT
+        return EXIT_BAD_CHECKPOINT
     except KeyboardInterrupt:
         print(f"[exit] interrupted by {signals.signal_name or 'SIGINT'} during set-up, before "
               "the first update: nothing to save (earlier checkpoints are intact)", file=sys.stderr)

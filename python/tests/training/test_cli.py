@@ -125,8 +125,8 @@ def test_truncated_checkpoint_exits_6(tmp_path, capsys):
     run_dir = tmp_path / "broken"
     run_dir.mkdir()
     (run_dir / "checkpoint_3.pkl").write_bytes(b"\x80\x05\x95\x10\x00\x00")
-    assert cli.main(["--resume", str(run_dir), "--no-wandb"]) == cli.EXIT_CHECKPOINT
-    assert cli.main(["--resume", str(tmp_path / "missing.pkl"), "--no-wandb"]) == cli.EXIT_CHECKPOINT
+    assert cli.main(["--resume", str(run_dir), "--no-wandb"]) == cli.EXIT_BAD_CHECKPOINT
+    assert cli.main(["--resume", str(tmp_path / "missing.pkl"), "--no-wandb"]) == cli.EXIT_BAD_CHECKPOINT
     err = capsys.readouterr().err.strip().splitlines()
     assert all(line.startswith("error: checkpoint:") for line in err) and len(err) == 2
 
@@ -144,7 +144,7 @@ def test_truncated_checkpoint_exits_6(tmp_path, capsys):
     ["--num-envs", "512", "--num-minibatches", "0"],  # 0 reaches validate, not a division
 ])
 def test_bad_flags_exit_3_with_the_reason(argv, capsys):
-    assert cli.main(argv + ["--no-wandb"]) == cli.EXIT_BAD_ARGS
+    assert cli.main(argv + ["--no-wandb"]) == cli.EXIT_BAD_ARGUMENTS
     assert capsys.readouterr().err.startswith("error: bad arguments:")
 
 
@@ -154,7 +154,7 @@ def test_total_timesteps_take_the_usual_ways_of_writing_a_large_count(text):
 
 
 def test_more_devices_than_jax_sees_names_the_count(capsys):
-    assert cli.main(["--num-envs", "8", "--num-devices", "8", "--no-wandb"]) == cli.EXIT_BAD_ARGS
+    assert cli.main(["--num-envs", "8", "--num-devices", "8", "--no-wandb"]) == cli.EXIT_BAD_ARGUMENTS
     assert capsys.readouterr().err.strip().endswith(
         "--num-devices 8, but JAX sees 2 cpu device(s)")  # the tests' process has two
 

@@ -145,7 +145,7 @@ def test_a_fresh_run_never_writes_over_the_params_files_of_an_earlier_run(tmp_pa
     run_dir.mkdir()
     (run_dir / "final_params.npz").write_bytes(b"mine")
     (run_dir / "params_6.npz").write_bytes(b"mine too")
-    assert train(tmp_path, "kept") == cli.EXIT_BAD_ARGS
+    assert train(tmp_path, "kept") == cli.EXIT_BAD_ARGUMENTS
     (line,) = capsys.readouterr().err.strip().splitlines()
     assert line.endswith("already holds the params of an earlier run (final_params.npz, "
                          "params_6.npz): choose another --run-name, or move them away")
@@ -159,7 +159,7 @@ def test_a_second_trainer_on_the_same_run_exits_3_at_once(tmp_path, capsys):
     lock = ckpt.RunLock(tmp_path / "busy")
     assert lock.acquire()
     try:
-        assert train(tmp_path, "busy") == cli.EXIT_BAD_ARGS
+        assert train(tmp_path, "busy") == cli.EXIT_BAD_ARGUMENTS
     finally:
         lock.release()
     (line,) = capsys.readouterr().err.strip().splitlines()
@@ -169,7 +169,7 @@ def test_a_second_trainer_on_the_same_run_exits_3_at_once(tmp_path, capsys):
 
 def test_resume_with_another_run_name_exits_3(finished_run, capsys):
     code = resume(finished_run.parent, str(finished_run), "--run-name", "other")
-    assert code == cli.EXIT_BAD_ARGS
+    assert code == cli.EXIT_BAD_ARGUMENTS
     assert "a resumed run keeps its name" in capsys.readouterr().err
 
 
@@ -213,7 +213,7 @@ def test_a_corrupt_checkpoint_field_exits_6_with_one_line(finished_run, tmp_path
     path.write_bytes(pickle.dumps(_corrupt(state, key, value)))
     # Two more updates to run, so that the arrays are checked too (before compiling).
     more = ["--total-timesteps", str(8 * 16 * (UPDATES + 2))]
-    assert resume(tmp_path, str(path), *more) == cli.EXIT_CHECKPOINT
+    assert resume(tmp_path, str(path), *more) == cli.EXIT_BAD_CHECKPOINT
     (line,) = capsys.readouterr().err.strip().splitlines()
     assert message in line
 
@@ -233,7 +233,7 @@ def test_the_tools_load_a_checkpoint_whose_config_older_versions_accepted(finish
 
 
 def test_resume_from_a_params_file_says_it_holds_params_only(finished_run, capsys):
-    assert resume(finished_run.parent, str(finished_run / "params_6.npz")) == cli.EXIT_CHECKPOINT
+    assert resume(finished_run.parent, str(finished_run / "params_6.npz")) == cli.EXIT_BAD_CHECKPOINT
     (line,) = capsys.readouterr().err.strip().splitlines()
     assert "holds params only" in line
 
@@ -338,7 +338,7 @@ def test_a_signal_during_set_up_interrupts_and_a_second_one_in_training_exits_at
 
 @pytest.mark.parametrize("name", ["", ".", "..", "../escape", "a/b", "/abs"])
 def test_a_run_name_must_be_a_plain_directory_name(tmp_path, capsys, name):
-    assert train(tmp_path, name) == cli.EXIT_BAD_ARGS
+    assert train(tmp_path, name) == cli.EXIT_BAD_ARGUMENTS
     (line,) = capsys.readouterr().err.strip().splitlines()
     assert "must be a plain directory name" in line
     assert list(tmp_path.iterdir()) == []
@@ -347,7 +347,7 @@ def test_a_run_name_must_be_a_plain_directory_name(tmp_path, capsys, name):
 def test_a_checkpoint_dir_that_is_a_file_exits_3_before_compiling(tmp_path, capsys):
     (tmp_path / "afile").write_text("")
     assert cli.main([*TINY, *TOTAL, "--checkpoint-dir", str(tmp_path / "afile"),
-                     "--run-name", "r", "--no-wandb"]) == cli.EXIT_BAD_ARGS
+                     "--run-name", "r", "--no-wandb"]) == cli.EXIT_BAD_ARGUMENTS
     captured = capsys.readouterr()
     (line,) = captured.err.strip().splitlines()
     assert f"cannot write the run directory {tmp_path / 'afile' / 'r'}" in line
