@@ -8,6 +8,8 @@ Commands:
   wait               the WAIT program
   <program name>     any program by name, case-insensitive (warp, siph+, anti-v, d_bom, ...)
   <number>           any action index 0-27 (programs are 5-27)
+  save FILE.json     save the game as it is now as a scenario file (rules Appendix A; the
+                     UNDO history is not saved) and go on playing; replay it with --scenario
   q, quit            leave (so do Ctrl-C, exit code 7, and the end of the input)
 
 Only actions in the shown list of valid actions are played; anything else is refused with a
@@ -44,15 +46,24 @@ class CommandError(ValueError):
     """A line that names no action; the message says so to the player."""
 
 
+class Save(str):
+    """`save FILE`: the file to save the current state to."""
+
+
 def parse_command(text: str):
-    """The action index for a command, QUIT, or None for an empty line; CommandError for
-    anything else."""
+    """The action index for a command, QUIT, a Save, or None for an empty line; CommandError
+    for anything else."""
     from hackmatrix.game import constants as C
     from hackmatrix.game import scenario
 
     command = text.strip().lower()
     if not command:
         return None
+    if command.split()[0] == "save":
+        path = text.strip()[len("save"):].strip()
+        if not path:
+            raise CommandError("save needs a file name: save FILE.json")
+        return Save(path)
     if command in QUIT_COMMANDS:
         return QUIT
     if command in DIRECTION_COMMANDS:
@@ -139,10 +150,29 @@ def describe_reward(reward, components) -> str:
     return f"Reward {float(reward):+.4f}" + (f" ({', '.join(nonzero)})" if nonzero else "")
 
 
-def read_action(mask, explain_invalid):
+def save_scenario(state, path: str, inputs=()) -> str:
+    """Writes `state` to `path` as a scenario file (atomically); the line to show the player.
+    A path that cannot be written is reported, not fatal: the game goes on."""
+    import json
+
+    from hackmatrix.game import scenario
+    from hackmatrix.training.checkpoint import atomic_write
+
+    try:
+        output = cli.check_output_file(path, "save", inputs=inputs)
+        text = json.dumps(scenario.to_dict(state), indent=2) + "\n"
+        atomic_write(output, lambda f: f.write(text.encode()))
+    except cli.ToolError as error:
+        return f"Not saved: {error}"
+    except OSError as error:
+        return f"Not saved: {path}: {error.strerror}"
+    return f"Saved to {path} (play it from here: play.py --scenario {path})"
+
+
+def read_action(mask, explain_invalid, save=None):
     """The next valid action typed on stdin, QUIT, or None at the end of the input. Empty lines
     are skipped; anything else that is not a valid action is explained (`explain_invalid(action)`
-    for a known action) and the next line is read."""
+    for a known action) and the next line is read; `save FILE` prints `save(FILE)`."""
     while True:
         print("> ", end="", flush=True)
         try:
@@ -160,12 +190,15 @@ def read_action(mask, explain_invalid):
             continue
         if action is None:
             continue
+        if isinstance(action, Save):
+            print(save(action) if save else "Saving is not available here")
+            continue
         if action == QUIT or mask[action]:
             return action
         print(explain_invalid(action))
 
 
-def play(state, key, color: bool) -> None:
+def play(state, key, color: bool, scenario_path=None) -> None:
     import jax
     import numpy as np
 
@@ -191,8 +224,9 @@ def play(state, key, color: bool) -> None:
             print("No action is valid: no direction is open, there is no data siphon and no "
                   "program can run. The game cannot go on.")
             return
-        action = read_action(mask, lambda invalid: why_invalid(
-            state, invalid, np.asarray(program_applicable(state))))
+        action = read_action(
+            mask, lambda invalid: why_invalid(state, invalid, np.asarray(program_applicable(state))),
+            lambda path: save_scenario(state, path, inputs=(scenario_path,)))
         if action is None or action == QUIT:
             return
 
@@ -230,7 +264,8 @@ def main(argv=None) -> int:
             state = cli.load_scenario(args.scenario)
         else:
             state, _ = game.reset(reset_key)
-        play(state, key, color=sys.stdout.isatty() and not args.no_color)
+        play(state, key, color=sys.stdout.isatty() and not args.no_color,
+             scenario_path=args.scenario)
 
     return cli.run_main(parser.prog, body)
 

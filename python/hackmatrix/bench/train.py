@@ -156,19 +156,21 @@ def _quartiles(values: list[float]) -> tuple[float, float]:
 def main(argv=None) -> int:
     parser = ArgumentParser(prog="benchmark.py train", description=__doc__)
     add_count_list(parser, "--num-envs", [64, 256, 1024], "env counts")
-    parser.add_argument("--num-steps", type=positive_int, default=128)
-    parser.add_argument("--hidden-dim", type=positive_int, default=256)
-    parser.add_argument("--num-layers", type=positive_int, default=2)
+    parser.add_argument("--num-steps", type=positive_int, default=128,
+                        help="rollout length per env (default 128)")
+    parser.add_argument("--hidden-dim", type=positive_int, default=256, help="default 256")
+    parser.add_argument("--num-layers", type=positive_int, default=2, help="default 2")
     parser.add_argument("--num-minibatches", type=positive_int, help="default: auto-scaled from 4")
     parser.add_argument("--update-epochs", type=positive_int, help="default: auto-scaled from 4")
     parser.add_argument("--updates", type=positive_int, default=2, help="updates per timed chunk (default 2)")
-    parser.add_argument("--repeats", type=positive_int, default=3, help="timed chunks; the median is shown")
+    parser.add_argument("--repeats", type=positive_int, default=3, help="timed chunks; the median is shown (default 3)")
     add_count_list(parser, "--num-devices", [1],
                    "counts of devices that share the envs, measured interleaved (on CPU, N makes "
                    "JAX show N CPU devices: hackmatrix/training/devices.py)")
     parser.add_argument("--use-cache", action="store_true",
                         help="allow the persistent compilation cache (default off: cold compiles)")
-    parser.add_argument("--skip-network-only", action="store_true")
+    parser.add_argument("--skip-network-only", action="store_true",
+                        help="measure the real training only, without the network-only bound")
     args = parser.parse_args(argv)
     devices.request_cpu_devices(max(args.num_devices))
     explicit = {name: getattr(args, name) for name in ("num_minibatches", "update_epochs")

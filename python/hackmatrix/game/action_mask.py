@@ -19,10 +19,6 @@ _DELTA_ROW = C.DIRECTION_DELTAS[:, 0][:, None]  # [4, 1] against per-slot [K] of
 _DELTA_COL = C.DIRECTION_DELTAS[:, 1][:, None]
 
 
-def _is_block(content):
-    return (content >= C.DATA_BLOCK) & (content <= C.QUESTION_BLOCK)
-
-
 def direction_mask(state) -> jnp.ndarray:
     """bool[4], §4.1: the next cell is on the board and has no block or an enemy on it."""
     core = state.core
@@ -34,7 +30,7 @@ def direction_mask(state) -> jnp.ndarray:
     target_content = core.cells.content.reshape(-1)[
         jnp.clip(target_row, 0, C.BOARD_SIZE - 1) * C.BOARD_SIZE
         + jnp.clip(target_col, 0, C.BOARD_SIZE - 1)]
-    blocked = _is_block(target_content)
+    blocked = C.is_block(target_content)
     enemy_there = jnp.any(
         enemies.active[None]
         & (enemies.row[None] - core.player_row == _DELTA_ROW)
@@ -47,7 +43,7 @@ def program_applicable(state) -> jnp.ndarray:
     core = state.core
     enemies, transmissions, cells = core.enemies, core.transmissions, core.cells
     row, col = core.player_row, core.player_col
-    block = _is_block(cells.content).reshape(-1)
+    block = C.is_block(cells.content).reshape(-1)
 
     def in_ring(rows, cols):
         return jnp.maximum(jnp.abs(rows - row), jnp.abs(cols - col)) == 1

@@ -27,11 +27,6 @@ _COLS = np.arange(C.BOARD_SIZE, dtype=np.int32)[None, :]
 _NOT_ON_RAY = 99
 
 
-def is_block(content):
-    """Cells holding a data, program or question block (§2.3)."""
-    return (content >= C.DATA_BLOCK) & (content <= C.QUESTION_BLOCK)
-
-
 def first_index(mask):
     """Index of the first True entry of a 1-d mask (its length if none): the list-order pick."""
     return jnp.min(jnp.where(mask, jnp.arange(mask.shape[0]), mask.shape[0]))
@@ -40,8 +35,8 @@ def first_index(mask):
 def remove_at(items, index):
     """Stable removal of slot `index` (nothing if index >= capacity).
 
-    Equivalent to `state.compact` for a single slot, but a shift by one instead of a [K, K]
-    permutation product: slots from `index` onwards take their successor's value.
+    Equivalent to `state.compact` for a single slot, as a shift by one: slots from `index`
+    onwards take their successor's value.
     """
     shifted_from = jnp.arange(items.active.shape[0]) >= index
 
@@ -76,7 +71,7 @@ def _move_or_attack(state: S.GameState, direction):
     # Line of fire as one vectorised pass: every object's distance along the ray. A block stops
     # the line only if nothing hittable stands on it (transmission/enemy checks come first).
     cell_steps = steps_to(_ROWS, _COLS)
-    block = is_block(cells.content)
+    block = C.is_block(cells.content)
     block_distance = jnp.min(jnp.where(block, cell_steps, _NOT_ON_RAY))
     transmission_steps = jnp.where(transmissions.active,
                                    steps_to(transmissions.row, transmissions.col), _NOT_ON_RAY)
@@ -110,7 +105,7 @@ def _move_or_attack(state: S.GameState, direction):
     next_cell = cell_steps == 1
     next_on_board = jnp.any(next_cell)
     next_content = jnp.sum(jnp.where(next_cell, cells.content, 0))
-    moves = ~has_target & next_on_board & ~is_block(next_content)
+    moves = ~has_target & next_on_board & ~C.is_block(next_content)
     picks_up_siphon = moves & (next_content == C.DATA_SIPHON)
     exit_reached = moves & (next_content == C.EXIT)
     # Credits and energy are never picked up by walking; only the pickup content is cleared.
@@ -138,7 +133,7 @@ def _siphon(state: S.GameState, quality):
     cross = (jnp.abs(_ROWS - row) + jnp.abs(_COLS - col)) <= 1
     processed = cross & ~cells.siphoned
     content = cells.content
-    block = is_block(content)
+    block = C.is_block(content)
     question = content == C.QUESTION_BLOCK
     carries_program = (content == C.PROGRAM_BLOCK) | (question & (cells.program >= 0))
     carries_data = (content == C.DATA_BLOCK) | (question & (cells.program < 0))

@@ -86,11 +86,6 @@ def empty() -> Board:
     return Board(_u32(0), _u32(0))
 
 
-def full() -> Board:
-    # Every row has exactly three cells of each colour, so both words are all-valid.
-    return Board(_u32(WORD_MASK), _u32(WORD_MASK))
-
-
 def where(pred, a: Board, b: Board) -> Board:
     return Board(jnp.where(pred, a.even, b.even), jnp.where(pred, a.odd, b.odd))
 

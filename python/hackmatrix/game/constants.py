@@ -49,6 +49,12 @@ ENEMY_SPEED = np.array([2, 1, 1, 1], dtype=np.int32)
 
 # Cell content (§2.2). A cell holds exactly one of these; the three block kinds are contents.
 EMPTY, DATA_BLOCK, PROGRAM_BLOCK, QUESTION_BLOCK, DATA_SIPHON, EXIT = range(6)
+
+
+def is_block(content):
+    """Cells holding a data, program or question block (§2.3), for NumPy or JAX arrays."""
+    return (content >= DATA_BLOCK) & (content <= QUESTION_BLOCK)
+
 NO_PROGRAM = -1
 
 # Static capacities. Spawns only go to free cells, so 36 slots per list never drop one in

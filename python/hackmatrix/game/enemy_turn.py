@@ -65,11 +65,14 @@ def _hatch(enemies: S.Enemies, transmissions: S.Transmissions):
              | jnp.where(t.from_siphon, _T_SIPHON, 0) | jnp.where(t.from_scheduled, _T_SCHEDULED, 0)
              | _T_PRESENT).astype(jnp.int32)
     capacity = t.active.shape[0]
+    enemy_capacity = enemies.active.shape[0]
 
-    # Hatchlings go to the enemy slots after the last enemy, in transmission order.
+    # Hatchlings go to the enemy slots after the last enemy, in transmission order; those past
+    # the enemy list's end are dropped (§2.7), as is every transmission that is not hatching.
     first_free = jnp.sum(enemies.active)
-    target = jnp.where(hatching, first_free + spawning.exclusive_prefix_count(hatching), capacity)
-    born = jnp.zeros((enemies.active.shape[0],), jnp.int32).at[target].set(words, mode="drop")
+    target = jnp.where(hatching, first_free + spawning.exclusive_prefix_count(hatching),
+                       enemy_capacity)
+    born = jnp.zeros((enemy_capacity,), jnp.int32).at[target].set(words, mode="drop")
     new = (born & _T_PRESENT) != 0
     kind = (born >> _T_TYPE) & 3
     max_hp = jnp.zeros_like(kind)

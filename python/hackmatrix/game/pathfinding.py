@@ -38,10 +38,7 @@ _FAR = 1 << 20
 
 def blocks(cells) -> bb.Board:
     """Cells whose content is a data, program or question block."""
-    content = cells.content
-    is_block = ((content == C.DATA_BLOCK) | (content == C.PROGRAM_BLOCK)
-                | (content == C.QUESTION_BLOCK))
-    return bb.from_bool(is_block)
+    return bb.from_bool(C.is_block(cells.content))
 
 
 def _first_layer_touching(p_row, p_col, source_ok, passable: bb.Board, targets: bb.Board):

@@ -42,10 +42,6 @@ _POLY_WORDS = -(-C.MAX_ENEMIES // _POLY_DIGITS_PER_WORD)
 _NO_CANDIDATE = -100
 
 
-def _is_block(content):
-    return (content >= C.DATA_BLOCK) & (content <= C.QUESTION_BLOCK)
-
-
 def _ring_of_8(row, col):
     """bool[6,6]: cells at Chebyshev distance 1 from (row, col), i.e. the in-bounds ring (§1)."""
     rows = jnp.arange(C.BOARD_SIZE)[:, None]
@@ -161,7 +157,7 @@ def apply(key, state: S.GameState, program_index) -> tuple[S.GameState, O.Action
     cols = jnp.arange(C.BOARD_SIZE)[None, :]
     landing = does_warp & (rows == warp_row) & (cols == warp_col)
     crash_ring = is_program(C.CRASH) & _ring_of_8(player_row, player_col)
-    cell_is_block = _is_block(cells.content)
+    cell_is_block = C.is_block(cells.content)
     enemy_cell_code = (jnp.where(cell_is_block, _BLOCK_BIT, 0)
                        | jnp.where(cells.siphoned, _SIPHONED_BIT, 0)
                        | jnp.where(crash_ring | (landing & warp_hits_enemy), _CLEARED_BIT, 0))

@@ -106,7 +106,7 @@ def _terrain(state, row, col):
     cells = state.core.cells
     content = int(cells.content[row, col])
     siphoned = "*" if cells.siphoned[row, col] else ""
-    is_block = content in (C.DATA_BLOCK, C.PROGRAM_BLOCK, C.QUESTION_BLOCK)
+    is_block = C.is_block(content)
     tokens = []
     if content == C.DATA_BLOCK:
         tokens.append((f"D{int(cells.points[row, col])}{siphoned}", "data"))

@@ -6,7 +6,7 @@ building NumPy arrays (never traced), so it can validate thoroughly: every bad i
 ``enemies[2].type: unknown enemy type 'dragon'``.
 
 Besides the A.1 fields, a few optional *extension* fields exist so that `to_dict` can save any
-reachable state (viewers save mid-game states whose exit is not at (5,5)). When omitted they take
+reachable state (`play.py`'s `save` command writes mid-game states). When omitted they take
 exactly the A.3 values, so scenarios written against Appendix A behave as the rules say:
 
 - ``exitPosition`` {row, col} — default (5,5) (A.2 step 7 places the exit there);

@@ -36,7 +36,7 @@ def siphon_quality(state) -> jnp.ndarray:
     core = state.core
     cells = core.cells
     content = cells.content
-    block = (content >= C.DATA_BLOCK) & (content <= C.QUESTION_BLOCK)
+    block = C.is_block(content)
     unsiphoned = ~cells.siphoned
     question = content == C.QUESTION_BLOCK
     has_program = (content == C.PROGRAM_BLOCK) | (question & (cells.program >= 0))

@@ -10,7 +10,7 @@ preferred cells A (free, out of the line of fire) followed by a uniformly random
 fallback cells B (free, in the line of fire) and using its first min(n, |A| + |B|) cells:
 a placed transmission only removes its own cell from A or B, because transmissions change
 neither freedom of other cells nor the line of fire. We implement this uniform choice directly,
-as a random order of all free cells with the preferred ones first (see `place_transmissions`
+as a random order of all free cells with the preferred ones first (see `placed_words`
 for the tie-breaking bias, below 2e-5). The rules' rejection-sampling procedure (100 draws per
 category) is only the canonical way to obtain the same distribution; unlike it, we never drop
 a transmission while a free cell exists.
@@ -191,7 +191,7 @@ def placed_words(key, state: S.GameState, count, from_siphon, from_scheduled,
         cell_word, mode="drop")
 
     flag = lambda value: jnp.broadcast_to(jnp.asarray(value, jnp.bool_), (max_count,))
-    # The low 2 bits of each random word are independent of the 24 high bits used for the cell.
+    # Each placement draws its type from a word of its own, apart from the cells' sort keys.
     enemy_type = (words & 3).astype(jnp.int32)
     picks = (picks | (enemy_type << _TYPE_SHIFT)
              | jnp.where(flag(from_siphon), _SIPHON_BIT, 0)

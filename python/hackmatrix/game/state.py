@@ -2,8 +2,10 @@
 
 Layout conventions, relied on by every module:
 - Ordered lists (enemies, transmissions) are fixed-capacity arrays whose active slots form a
-  prefix in list order: slot i is the i-th element of the rules' list. Appending writes slot
-  `count`; removing compacts the survivors stably (`compact`). `active` marks the prefix.
+  prefix in list order: slot i is the i-th element of the rules' list. New pieces go to the
+  slots after the last active one (past the capacity they are dropped: specs/game-rules.md,
+  "Implementation capacities"); removing compacts the survivors stably (`compact`). `active`
+  marks the prefix.
 - Cells are [6, 6] arrays indexed [row, col]; row 0 is the bottom row.
 - Everything UNDO restores (§7.15) lives in `Core`; a history snapshot is a compact copy of it.
 - Scalars are int32/bool 0-d arrays, so the same code runs unbatched and under vmap.
@@ -215,21 +217,3 @@ def compact(items, keep):
     wide = {field.name: move(getattr(items, field.name)) for field in dataclasses.fields(items)
             if field.name not in narrow_bits}
     return items.replace(**moved, **wide)
-
-
-def append(items, do_append, **fields):
-    """Append one element at slot `count` if `do_append` and there is room; returns (items, ok).
-
-    `fields` gives every field except `active` (scalars). An append past capacity is dropped.
-    """
-    count = jnp.sum(items.active)
-    ok = do_append & (count < items.active.shape[0])
-    slot = jnp.arange(items.active.shape[0]) == count
-    write = slot & ok
-    updates = {"active": jnp.asarray(True)} | fields
-    new = items.replace(**{
-        name: jnp.where(write, jnp.asarray(value, getattr(items, name).dtype),
-                        getattr(items, name))
-        for name, value in updates.items()
-    })
-    return new, ok

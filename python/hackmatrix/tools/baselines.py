@@ -18,7 +18,6 @@ from hackmatrix.game import state as S
 from hackmatrix.tools.evaluation import Policy
 
 _UNREACHABLE = jnp.int32(10_000)
-_BLOCKS = (C.DATA_BLOCK, C.PROGRAM_BLOCK, C.QUESTION_BLOCK)
 _CRASH_ACTION = C.FIRST_PROGRAM_ACTION + C.CRASH
 
 # exit-runner preferences, highest first; ties go to the lowest action index.
@@ -49,7 +48,7 @@ def exit_distance_field(game_state: S.GameState) -> jax.Array:
     block (the exit has none); _UNREACHABLE where no such path exists. Enemies and transmissions
     are ignored, because the runner attacks them instead of walking around them."""
     content = game_state.core.cells.content
-    passable = ~jnp.isin(content, jnp.array(_BLOCKS))
+    passable = ~C.is_block(content)
     rows, cols = jnp.meshgrid(jnp.arange(C.BOARD_SIZE), jnp.arange(C.BOARD_SIZE), indexing="ij")
     at_exit = (rows == game_state.exit_row) & (cols == game_state.exit_col)
     distance = jnp.where(at_exit, 0, _UNREACHABLE).astype(jnp.int32)
@@ -94,7 +93,7 @@ def exit_runner_policy(params, key, game_state, features, action_mask):
         on_board = (row >= 0) & (row < C.BOARD_SIZE) & (col >= 0) & (col < C.BOARD_SIZE)
         safe_row = jnp.clip(row, 0, C.BOARD_SIZE - 1)
         safe_col = jnp.clip(col, 0, C.BOARD_SIZE - 1)
-        is_block = jnp.isin(content[safe_row, safe_col], jnp.array(_BLOCKS))
+        is_block = C.is_block(content[safe_row, safe_col])
         neighbour_distances.append(
             jnp.where(on_board & ~is_block, distance[safe_row, safe_col], _UNREACHABLE))
         attack = on_board & occupied[safe_row, safe_col]

@@ -119,7 +119,7 @@ def _draw_cell(draw, state, row, col):
     left, top, right, bottom = box
     content = int(cells.content[row, col])
     siphoned = bool(cells.siphoned[row, col])
-    is_block = content in (C.DATA_BLOCK, C.PROGRAM_BLOCK, C.QUESTION_BLOCK)
+    is_block = C.is_block(content)
     fill = FLOOR
     if is_block:
         fill = SIPHONED_BLOCK if siphoned else BLOCK

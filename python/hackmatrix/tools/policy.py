@@ -1,7 +1,7 @@
 """Trained policies for the tools: finding and loading a checkpoint, masked action selection.
 
 A policy never picks a masked (invalid) action: both argmax and sampling run over the logits with
-every invalid action set to -inf. Probabilities shown to users are those of this masked
+every invalid action masked as in training. Probabilities shown to users are those of this masked
 distribution, so they sum to 1 over the valid actions.
 """
 
@@ -17,13 +17,14 @@ import jax.numpy as jnp
 import numpy as np
 
 from hackmatrix.game import constants as C
+from hackmatrix.game import observation
 from hackmatrix.tools import cli
 from hackmatrix.tools.evaluation import Policy
 from hackmatrix.training import checkpoint as ckpt
+from hackmatrix.training import distribution
 from hackmatrix.training import network as net
 
-# The flat observation of the env: player 10 ++ programs 23 ++ grid 6*6*42 (architecture.md).
-OBS_DIM = C.PLAYER_FEATURES + C.NUM_PROGRAMS + C.NUM_CELLS * C.GRID_CHANNELS
+OBS_DIM = observation.FLAT_SIZE  # the env's flat features
 
 
 class PolicyLoadError(cli.ToolError):
@@ -50,7 +51,10 @@ class LoadedPolicy(NamedTuple):
 def latest_checkpoint(checkpoint_dir: str | pathlib.Path) -> pathlib.Path:
     """The most recently written policy file (checkpoint_*.pkl, params_*.npz, final_params.npz)
     directly in `checkpoint_dir` or in one of its run folders. Ties in modification time go to
-    the larger update number, then to the full .pkl checkpoint."""
+    the larger update number, then to the full .pkl checkpoint. (The trainer's `--resume`
+    without a path needs a full checkpoint: `checkpoint.find_resume_checkpoint` picks among
+    the .pkl files only, so after a run that ended with final_params.npz the two agree on the
+    run but not on the file.)"""
     root = pathlib.Path(checkpoint_dir)
     if not root.is_dir():
         raise PolicyLoadError(f"checkpoint directory not found: {root}")
@@ -132,10 +136,11 @@ def load_policy(source: str | pathlib.Path) -> LoadedPolicy:
 
 
 def masked_logits(logits: jax.Array, action_mask: jax.Array) -> jax.Array:
-    """Invalid actions get -inf. With no valid action at all the logits stay as they are, so
-    the distribution is still defined (any action then ends the episode as invalid, §4.4)."""
+    """The training distribution's masking (invalid actions get the dtype's minimum: their
+    probability is exactly 0). With no valid action at all the logits stay as they are, so the
+    distribution is still defined (any action then ends the episode as invalid, §4.4)."""
     any_valid = jnp.any(action_mask, axis=-1, keepdims=True)
-    return jnp.where(action_mask | ~any_valid, logits, -jnp.inf)
+    return distribution.mask_logits(logits, action_mask | ~any_valid)
 
 
 def select_action(key: jax.Array, logits: jax.Array, action_mask: jax.Array,

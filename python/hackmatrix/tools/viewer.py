@@ -1,6 +1,7 @@
 """Watch a trained agent play, step by step, in a plain terminal; optionally record a GIF.
 
-Each step prints the board (the game's text renderer) as the agent sees it before acting, the
+Each step prints the whole board before the agent acts (the game's text renderer; unlike
+`play.py` it shows what the agent cannot see: a hidden cryptog, stacked enemies), the
 value estimate and the top valid actions with their probabilities under the masked policy, the
 action taken, and the reward with its non-zero components. After each episode: steps, return,
 stage reached, score, whether it won, how it ended and the programs used.

@@ -80,9 +80,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--num-steps", type=int, help="rollout length per env per update (default 128)")
     run.add_argument("--num-devices", type=int,
                      help="devices that share the envs, each stepping its share and averaging "
-                          "gradients (default: on GPU/TPU every local device that splits the envs "
-                          "and minibatches evenly; on CPU 1, and N > 1 splits the CPU into N "
-                          "devices so that N cores step the game at once, but not "
+                          "gradients (default: on GPU/TPU the most local devices that split the envs "
+                          "and minibatches evenly; on CPU 1, and N > 1 (at most 64) splits the "
+                          "CPU into N devices so that N cores step the game at once, but not "
                           "bit-reproducibly); a resume keeps the checkpoint's count when it can")
 
     ppo = parser.add_argument_group("PPO")
@@ -208,6 +208,16 @@ def _fresh_config(args, backend: str, available_devices: int) -> tuple[TrainConf
               else range(available_devices, 0, -1))
     config, scaled = devices.fit_device_count(config, counts, frozenset(explicit))
     return config, scaled, set(explicit)
+
+
+def _idle_devices_note(config: TrainConfig, explicit: set, backend: str,
+                       available_devices: int) -> str | None:
+    """What a fresh run's default device count leaves idle on an accelerator, or None."""
+    if backend == "cpu" or "num_devices" in explicit or config.num_devices == available_devices:
+        return None
+    return (f"[config] note: using {config.num_devices} of the {available_devices} {backend} "
+            f"devices: {config.num_envs} envs and their minibatches do not split evenly over "
+            f"more (--num-envs a multiple of {available_devices} would use them all)")
 
 
 def _resumed_config(args, saved: dict, available_devices: int,
@@ -656,6 +666,9 @@ def _train(args, signals: _Signals, cleanup: contextlib.ExitStack) -> int:
                            f"{os.environ.get('JAX_PLATFORMS', '')!r}): "
                            f"{' '.join(str(error).split()) or type(error).__name__}; is the "
                            "matching jax extra installed (README: GPU or TPU)?") from error
+    if jax.process_count() > 1:
+        raise ConfigError(f"JAX runs {jax.process_count()} processes (several hosts): training "
+                          "over several hosts is not supported yet; train on one host")
     available_devices = jax.local_device_count()
     if saved is not None:
         run_dir = resume_path.parent
@@ -667,6 +680,8 @@ def _train(args, signals: _Signals, cleanup: contextlib.ExitStack) -> int:
         if args.keep_optimizer:
             say("[config] note: --keep-optimizer only applies with --resume: ignored")
         config, scaled, explicit_config = _fresh_config(args, backend, available_devices)
+        if (note := _idle_devices_note(config, explicit_config, backend, available_devices)):
+            say(note)
         run_name = args.run_name or datetime.now().strftime("ppo_%Y%m%d-%H%M%S")
         run_dir = Path(args.checkpoint_dir) / run_name
         start_update, start_timesteps = 0, 0
@@ -801,7 +816,10 @@ def _train(args, signals: _Signals, cleanup: contextlib.ExitStack) -> int:
         record = {"update": update, "timesteps": timesteps,
                   "train/sps": window.steps / window_seconds,
                   **window.summarize()}
-        seconds_per_update = train_seconds / (update - start_update)
+        # A signal can end a resumed run before its first update, with the checkpoint's
+        # part-filled window to log: no pace measured yet, so the ETA is unknown ("?").
+        updates_run = update - start_update
+        seconds_per_update = train_seconds / updates_run if updates_run else math.inf
         console.print(M.format_line(record, num_updates,
                                     (num_updates - update) * seconds_per_update))
         for warning in M.health_warnings(record):

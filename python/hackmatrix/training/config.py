@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import numbers
 from dataclasses import dataclass
+
+import numpy as np
 
 # Auto-scaling reference (specs/training.md): 256 envs x 128 steps, 4 minibatches x 4 epochs.
 REFERENCE_BATCH_SIZE = 256 * 128
@@ -142,6 +145,17 @@ def device_split_error(config: TrainConfig, num_devices: int) -> str | None:
 
 def validate(config: TrainConfig) -> None:
     """Raises ConfigError with the reason for any invalid value or combination."""
+    # Types first: a checkpoint's config (or an API caller's) may hold 2.0 or True for a count,
+    # which the arithmetic below would accept and a shape or a slice later would not.
+    for field in dataclasses.fields(config):
+        value = getattr(config, field.name)
+        is_bool = isinstance(value, (bool, np.bool_))
+        expected = {"bool": (is_bool, "true or false"),
+                    "int": (isinstance(value, numbers.Integral) and not is_bool, "an integer"),
+                    "float": (isinstance(value, numbers.Real) and not is_bool, "a number")}
+        valid, description = expected[field.type]
+        if not valid:
+            raise ConfigError(f"{field.name} must be {description}, got {value!r}")
     positive_ints = ("total_timesteps", "num_envs", "num_steps", "num_minibatches", "update_epochs",
                      "hidden_dim", "num_layers", "log_interval", "num_devices")
     for name in positive_ints:

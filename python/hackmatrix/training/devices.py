@@ -17,11 +17,18 @@ from hackmatrix.training.config import (TrainConfig, auto_scale_for_batch_size,
                                         device_split_error)
 
 
+# JAX builds every CPU device it is asked for when its backends start, before any check of the
+# count could run (4096 of them take ~600 MB, 10**8 fill the memory); more than a few per core
+# only slow the program down.
+MAX_CPU_DEVICES = 64
+
+
 def request_cpu_devices(count: int) -> None:
-    """Have JAX's CPU backend show `count` devices (at least), if its backends have not started
-    yet; afterwards the count is fixed and this does nothing."""
+    """Have JAX's CPU backend show `count` devices (at least; at most MAX_CPU_DEVICES), if its
+    backends have not started yet; afterwards the count is fixed and this does nothing."""
     import jax
     from jax._src import xla_bridge
+    count = min(count, MAX_CPU_DEVICES)
     if count > 1 and not xla_bridge.backends_are_initialized():
         jax.config.update("jax_num_cpu_devices", max(count, jax.config.jax_num_cpu_devices))
 
@@ -32,8 +39,9 @@ def missing_devices_error(requested: int) -> str | None:
     available = jax.local_device_count()
     if requested <= available:
         return None
-    return (f"--num-devices {requested}, but JAX sees {available} "
-            f"{jax.default_backend()} device(s)")
+    backend = jax.default_backend()
+    limit = f" (on CPU at most {MAX_CPU_DEVICES})" if backend == "cpu" else ""
+    return f"--num-devices {requested}, but JAX sees {available} {backend} device(s){limit}"
 
 
 def fit_device_count(config: TrainConfig, counts,

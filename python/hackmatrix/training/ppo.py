@@ -137,8 +137,6 @@ class Trainer(NamedTuple):
     network: ActorCritic
     optimizer: optax.GradientTransformation
     init: Callable[[jax.Array], RunnerState]
-    init_envs: Callable[[jax.Array], EnvBatch]
-    init_train_state: Callable[[jax.Array], TrainState]
     run_chunk: Callable[[RunnerState, jax.Array, Schedule], tuple[RunnerState, dict]]
     runner_sharding: Any  # RunnerState prefix of NamedShardings: per-env data split, rest replicated
 
@@ -257,6 +255,9 @@ def make_trainer(config: TrainConfig, env, env_params) -> Trainer:
         grads, diagnostics = jax.grad(loss_fn, has_aux=True)(
             train.params, (transitions, normalized, targets))
         # Each device's loss is the mean over its share: their mean is the minibatch's gradient.
+        # These grads are local only because the shard_map below runs with check_vma=False; with
+        # it on, JAX would already sum them over the devices (N times the gradient after this
+        # pmean), and the right form would be the grad of device_mean(loss).
         grads, diagnostics = device_mean((grads, diagnostics))
         diagnostics["grad_norm"] = optax.tree.norm(grads)  # before clipping
         updates, opt_state = optimizer.update(grads, train.opt_state, train.params)
@@ -324,7 +325,7 @@ def make_trainer(config: TrainConfig, env, env_params) -> Trainer:
     chunk = jax.jit(chunk, in_shardings=(runner_sharding, everywhere, everywhere),
                     out_shardings=(runner_sharding, everywhere),
                     compiler_options=xla_options.compiler_options())
-    return Trainer(network, optimizer, init, init_envs, init_train_state, chunk, runner_sharding)
+    return Trainer(network, optimizer, init, chunk, runner_sharding)
 
 
 ROLLOUT_MAXIMA = frozenset({"highest_stage"})

@@ -287,6 +287,28 @@ def test_a_hatchling_past_a_full_enemy_list_is_dropped():
     assert [e[0] for e in enemies(out)] == ["daemon"] * 36
 
 
+def test_hatching_with_a_shorter_transmission_list_adds_only_the_hatchlings():
+    # The capacities are separate constants: with 8 transmission slots and 36 enemy slots, a
+    # transmission that is not hatching must not land in enemy slot 8 (it once did).
+    def shortened(items, size, **fields):
+        return jax.tree.map(lambda a: a[:size], items).replace(**{
+            name: getattr(items, name)[:size].at[0].set(value) for name, value in fields.items()})
+
+    state = setup()
+    waiting = shortened(state.core.transmissions, 8, active=True, row=2, col=3, enemy_type=1,
+                        turns_remaining=5)
+    hatching = waiting.replace(turns_remaining=waiting.turns_remaining.at[0].set(1))
+    hatched_enemies, still = enemy_turn._hatch(state.core.enemies, waiting)
+    assert not np.asarray(hatched_enemies.active).any()
+    assert np.asarray(still.active).tolist() == [True] + [False] * 7
+    assert int(still.turns_remaining[0]) == 4
+    hatched_enemies, still = enemy_turn._hatch(state.core.enemies, hatching)
+    assert np.flatnonzero(np.asarray(hatched_enemies.active)).tolist() == [0]
+    assert (int(hatched_enemies.kind[0]), int(hatched_enemies.row[0]),
+            int(hatched_enemies.col[0])) == (1, 2, 3)
+    assert not np.asarray(still.active).any()
+
+
 # ------------------------------------------------------------------------------------------
 # Scheduled tasks (§10) and pending siphon transmissions (§8 step 6).
 

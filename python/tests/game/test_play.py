@@ -127,3 +127,25 @@ def test_help_documents_exit_codes():
     assert result.returncode == 0
     assert "exit codes" in result.stdout and "malformed scenario file" in result.stdout
     assert "7  interrupted" in result.stdout
+
+
+def test_save_writes_the_current_state_as_a_scenario(tmp_path):
+    from hackmatrix.game import scenario
+
+    start = {"player": {"row": 3, "col": 3, "credits": 5, "dataSiphons": 1},
+             "ownedPrograms": ["SIPH+"],
+             "enemies": [{"type": "virus", "row": 0, "col": 0, "hp": 2}]}
+    saved = tmp_path / "Saved Game.json"
+    result = run_play(tmp_path, start,
+                      f"save\nw\nsave {tmp_path}/missing/x.json\nsave {tmp_path}/scenario.json\n"
+                      f"save {saved}\nq\n")
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    assert "save needs a file name: save FILE.json" in out
+    assert f"Not saved: save {tmp_path}/missing/x.json: directory" in out
+    assert "which this command reads" in out           # never over the scenario being played
+    assert f"Saved to {saved} (play it from here: play.py --scenario {saved})" in out
+    state = json.loads(saved.read_text())
+    assert state["player"]["row"] == 4 and state["player"]["col"] == 3
+    assert state["turn"] == 1
+    assert scenario.to_dict(scenario.from_dict(state)) == state

@@ -153,10 +153,41 @@ def test_total_timesteps_take_the_usual_ways_of_writing_a_large_count(text):
     assert cli.build_parser().parse_args(["--total-timesteps", text]).total_timesteps == 5_000_000
 
 
-def test_more_devices_than_jax_sees_names_the_count(capsys):
-    assert cli.main(["--num-envs", "8", "--num-devices", "8", "--no-wandb"]) == cli.EXIT_BAD_ARGUMENTS
-    assert capsys.readouterr().err.strip().endswith(
-        "--num-devices 8, but JAX sees 2 cpu device(s)")  # the tests' process has two
+def test_more_devices_than_jax_sees_names_the_count(tmp_path, capsys):
+    import jax
+    assert jax.local_device_count() == 2  # started here: the count cannot change any more
+    assert cli.main(["--num-envs", "8", "--num-devices", "8", "--no-wandb",
+                     "--checkpoint-dir", str(tmp_path)]) == cli.EXIT_BAD_ARGUMENTS
+    assert capsys.readouterr().err.strip().endswith(  # the tests' process has two
+        "--num-devices 8, but JAX sees 2 cpu device(s) (on CPU at most 64)")
+
+
+@pytest.mark.parametrize("available, used", [(8, 8), (6, 4), (3, 2)])
+def test_an_accelerator_default_that_leaves_devices_idle_says_so(available, used):
+    args = cli.build_parser().parse_args([])
+    config, _, explicit = cli._fresh_config(args, "gpu", available)
+    assert (config.num_envs, config.num_devices) == (2048, used)
+    note = cli._idle_devices_note(config, explicit, "gpu", available)
+    if used == available:
+        assert note is None
+    else:
+        assert note == (f"[config] note: using {used} of the {available} gpu devices: 2048 envs "
+                        "and their minibatches do not split evenly over more (--num-envs a "
+                        f"multiple of {available} would use them all)")
+    explicit_args = cli.build_parser().parse_args(["--num-devices", "2"])
+    config, _, explicit = cli._fresh_config(explicit_args, "gpu", available)
+    assert cli._idle_devices_note(config, explicit, "gpu", available) is None
+
+
+def test_a_huge_device_count_is_refused_before_it_fills_the_memory(tmp_path):
+    # JAX builds the CPU devices it is asked for when its backends start, before any check; 10**8
+    # of them once took every byte of memory. Capped at 64, the count then fails validation.
+    result = subprocess.run(
+        [sys.executable, str(SCRIPT), "--num-envs", "9", "--num-devices", "100000000",
+         "--no-wandb", "--checkpoint-dir", str(tmp_path)],
+        capture_output=True, text=True, timeout=120)
+    assert result.returncode == cli.EXIT_BAD_ARGUMENTS, result.stderr
+    assert "--num-envs 9 is not divisible by --num-devices 100000000" in result.stderr
 
 
 def test_help_documents_every_flag(capsys):

@@ -6,6 +6,7 @@ import numpy as np
 
 from hackmatrix.game.constants import NUM_REWARD_COMPONENTS
 from hackmatrix.game.env import HackMatrixEnv
+from hackmatrix.training import distribution
 from hackmatrix.training.config import TrainConfig
 from hackmatrix.training.ppo import compute_gae, make_schedule, make_trainer
 
@@ -49,24 +50,26 @@ def test_each_transition_pairs_the_action_with_the_observation_it_was_chosen_fro
 
 
 class CountingEnv:
-    """A deterministic env whose one valid action makes every run's data the same, whatever the
-    random keys: each env counts up from a start drawn from its reset key and ends its episode
-    at 5. The reward and the observation follow the count."""
+    """A deterministic env: each env counts up from a start drawn from its reset key and ends its
+    episode at 5. The observation, the valid actions (two or three of four) and the reward
+    follow the count and the action, so the data depends on the keys only through the actions
+    taken."""
     observation_size = 4
-    num_actions = 3
+    num_actions = 4
+    MASKS = ((True, True, False, True), (False, True, True, True), (False, False, True, True),
+             (True, False, True, False), (True, True, True, False))
 
     def _observation(self, count):
         from hackmatrix.game.env import EnvObservation
         features = jnp.stack([count, count * count, jnp.ones_like(count), -count], -1) / 5.0
-        mask = jnp.broadcast_to(jnp.array([False, True, False]), count.shape + (3,))
-        return EnvObservation(features.astype(jnp.float32), mask)
+        return EnvObservation(features.astype(jnp.float32), jnp.asarray(self.MASKS)[count])
 
     def batch_reset(self, keys, params):
         count = jax.vmap(lambda key: jax.random.randint(key, (), 0, 4))(keys)
         return self._observation(count), count
 
     def batch_step(self, keys, count, action, params):
-        reward = (count - 1.5 * (action == 1)).astype(jnp.float32)
+        reward = (count - 1.5 * (action == 1) + 0.5 * action).astype(jnp.float32)
         done = count + 1 >= 5
         count = jnp.where(done, 0, count + 1)
         false = jnp.zeros(count.shape, bool)
@@ -76,16 +79,20 @@ class CountingEnv:
         return self._observation(count), count, reward, done, info
 
 
-def test_two_devices_learn_what_one_device_learns_from_the_same_data():
-    # Each device steps half the envs and averages its gradient with the other's; with the same
-    # data (one valid action: the keys do not matter) and one minibatch per epoch, two devices
-    # take the same Adam steps as one, up to the order of float sums.
+def test_two_devices_learn_what_one_device_learns_from_the_same_data(monkeypatch):
+    # Each device steps half the envs and averages its gradient with the other's. With the same
+    # data (the last valid action is always taken, so the keys do not matter) and one minibatch
+    # per epoch, two devices take the same Adam steps as one, up to the order of float sums; the
+    # losses see several valid actions, so the policy gradient, the entropy and the advantage
+    # normalisation (over the whole minibatch, not each device's half) all count.
+    monkeypatch.setattr(distribution, "sample", lambda key, logits, mask: (
+        mask.shape[-1] - 1 - jnp.argmax(mask[..., ::-1], axis=-1)).astype(jnp.int32))
     env = CountingEnv()
     results = []
     for num_devices in (1, 2):
         config = TrainConfig(total_timesteps=10**6, num_envs=8, num_steps=10, num_minibatches=1,
                              update_epochs=2, hidden_dim=16, num_layers=1, log_interval=3,
-                             num_devices=num_devices)
+                             lr=3e-3, num_devices=num_devices)
         trainer = make_trainer(config, env, None)
         runner = jax.jit(trainer.init, out_shardings=trainer.runner_sharding)(jax.random.PRNGKey(0))
         runner, metrics = trainer.run_chunk(runner, jnp.int32(3), make_schedule(config))
@@ -95,9 +102,14 @@ def test_two_devices_learn_what_one_device_learns_from_the_same_data():
     for name in ("num_episodes", "episode_length_sum", "highest_stage", "move_count"):
         np.testing.assert_array_equal(one_metrics[name], two_metrics[name], err_msg=name)
     assert int(one_metrics["num_episodes"].sum()) > 0
+    assert np.all(np.asarray(one_metrics["entropy"]) > 0.1)
+    assert np.all(np.asarray(one_metrics["pg_loss"]) != 0.0)
     # The gradient norm catches a sum over devices where the mean belongs (Adam would hide it).
-    for name in ("reward_sum", "value_loss", "total_loss", "grad_norm", "learning_rate"):
-        np.testing.assert_allclose(one_metrics[name], two_metrics[name], rtol=1e-5, err_msg=name)
+    for name in ("reward_sum", "value_loss", "total_loss", "grad_norm", "learning_rate",
+                 "pg_loss", "entropy", "approx_kl"):
+        np.testing.assert_allclose(one_metrics[name], two_metrics[name], rtol=1e-4, atol=1e-7,
+                                   err_msg=name)
+    np.testing.assert_array_equal(one_metrics["clip_fraction"], two_metrics["clip_fraction"])
     jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-6),
                  one.train.params, two.train.params)
     # Replicated parameters stay identical on every device, bit for bit.

@@ -5,6 +5,7 @@ persist across resumes, corrupt checkpoints, and which file the tools load."""
 import json
 import os
 import pickle
+import re
 import shutil
 
 import numpy as np
@@ -65,7 +66,8 @@ def test_resume_from_an_earlier_checkpoint_sets_the_later_files_aside(run_copy, 
     assert newest["config"]["seed"] == 1 and newest["run_options"]["save_interval"] == 2
 
 
-def test_a_checkpoint_saved_inside_a_log_window_keeps_its_episodes(tmp_path):
+def test_a_checkpoint_saved_inside_a_log_window_keeps_its_episodes(tmp_path, monkeypatch,
+                                                                    capsys):
     # Saved at update 3 with log lines every 2 updates: update 3's episodes belong to line 4.
     # A resume from there (after a kill, or a branch) logged line 4 without them.
     assert train(tmp_path, "odd", "--save-interval", "3", "--keep-checkpoints", "0") == 0
@@ -77,6 +79,19 @@ def test_a_checkpoint_saved_inside_a_log_window_keeps_its_episodes(tmp_path):
     for before, after in zip(straight, resumed):
         del before["train/sps"], after["train/sps"]
         assert after == before
+
+    # A signal before the resumed run's first update logs the saved episodes (no pace measured
+    # yet: the ETA is "?"; it once divided by zero there) and exits 7.
+    start_training = cli._Signals.start_training
+    def signalled_at_once(self, say):
+        start_training(self, say)
+        self.signal_name = "SIGTERM"
+    monkeypatch.setattr(cli._Signals, "start_training", signalled_at_once)
+    capsys.readouterr()
+    assert resume(tmp_path, str(run_dir / "checkpoint_3.pkl")) == cli.EXIT_INTERRUPTED
+    out = capsys.readouterr().out
+    assert re.search(r"^\[train\] update=3/6 .* eta=\?$", out, re.MULTILINE), out
+    assert "[exit] interrupted by SIGTERM" in out
 
 
 def test_a_resume_interrupted_while_compiling_leaves_the_run_directory_as_it_was(
