@@ -569,10 +569,10 @@ def _options_problem(options: dict) -> str | None:
 
 
 def _check_resume_flags(args, saved: dict, run_dir: Path, say) -> None:
-    if args.run_name and args.run_name not in (saved.get("run_name"), run_dir.name):
+    if args.run_name and args.run_name != run_dir.name:
         raise UsageError(f"--run-name {args.run_name} but the checkpoint belongs to run "
-                         f"'{saved.get('run_name') or run_dir.name}' ({run_dir}): a resumed run "
-                         "keeps its name and directory")
+                         f"'{run_dir.name}' ({run_dir}): a resumed run keeps its name and "
+                         "directory")
     if args.seed is not None and args.seed != saved["config"].get("seed"):
         say(f"[resume] warning: --seed {args.seed} ignored: the run continues from its "
             f"checkpoint's random state (seed {saved['config'].get('seed')})")
@@ -674,7 +674,16 @@ def _train(args, signals: _Signals, cleanup: contextlib.ExitStack) -> int:
         run_dir = resume_path.parent
         _check_resume_flags(args, saved, run_dir, say)
         config, scaled, explicit_config = _resumed_config(args, saved, available_devices, say)
-        run_name = saved.get("run_name") or run_dir.name
+        # A run is its directory. A checkpoint that another run wrote (the directory was copied,
+        # to branch it, or renamed) goes on as this directory's run, in a wandb run of its own:
+        # resuming the old wandb run would write the branch's updates into the original's.
+        run_name = run_dir.name
+        forked_from = (saved.get("run_name") if saved.get("run_name") not in (None, run_name)
+                       else None)
+        if forked_from:
+            say(f"[resume] note: this checkpoint was written by run '{forked_from}'; in "
+                f"{run_dir} (a copy or a rename) it goes on as run '{run_name}', with a new wandb "
+                f"run (run '{forked_from}''s is left as it was)")
         start_update, start_timesteps = int(saved["update"]), int(saved["timesteps"])
     else:
         if args.keep_optimizer:
@@ -683,6 +692,7 @@ def _train(args, signals: _Signals, cleanup: contextlib.ExitStack) -> int:
         if (note := _idle_devices_note(config, explicit_config, backend, available_devices)):
             say(note)
         run_name = args.run_name or datetime.now().strftime("ppo_%Y%m%d-%H%M%S")
+        forked_from = None
         run_dir = Path(args.checkpoint_dir) / run_name
         start_update, start_timesteps = 0, 0
     validate(config)
@@ -763,14 +773,18 @@ def _train(args, signals: _Signals, cleanup: contextlib.ExitStack) -> int:
     metrics_file = M.MetricsFile(run_dir)
     _prepare_run_dir(run_dir, saved, start_update, metrics_file, say)
 
-    wandb_run_id = (saved or {}).get("wandb_run_id") or new_run_id()
+    continues_wandb_run = saved is not None and not forked_from
+    wandb_run_id = (saved.get("wandb_run_id") if continues_wandb_run else None) or new_run_id()
     wandb_config = {**config.to_dict(), "run_name": run_name, "network": network,
                     "git_commit": git_commit(), "batch_size": config.batch_size,
                     "minibatch_size": config.minibatch_size}
+    if forked_from:
+        wandb_config["forked_from"] = {"run_name": forked_from, "update": start_update,
+                                       "wandb_run_id": saved.get("wandb_run_id")}
     sink = WandbSink(mode=resolve_mode(options["wandb"], options["wandb_mode"]),
                      project=options["wandb_project"], entity=options["wandb_entity"],
                      run_name=run_name, run_id=wandb_run_id, config=wandb_config,
-                     directory=run_dir, resuming=saved is not None,
+                     directory=run_dir, resuming=continues_wandb_run,
                      upload_artifacts=not options["no_artifact"],
                      online_requested=options["wandb_mode"] == "online", warn=say)
 
@@ -807,6 +821,7 @@ def _train(args, signals: _Signals, cleanup: contextlib.ExitStack) -> int:
             "checkpoints": [str(p) for p in saved_paths],
             "final_params": str(run_dir / ckpt.FINAL_PARAMS_NAME) if status == "completed" else None,
             "resumed_from": str(resume_path) if resume_path else None,
+            "forked_from": forked_from,
             "wandb": {"mode": sink.mode if sink.active else "disabled", "run_id": wandb_run_id,
                       "dir": sink.run_directory},
         }

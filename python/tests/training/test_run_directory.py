@@ -182,6 +182,29 @@ def test_a_second_trainer_on_the_same_run_exits_3_at_once(tmp_path, capsys):
     assert not (tmp_path / "busy" / "metrics.jsonl").exists()
 
 
+def test_a_copied_run_directory_goes_on_as_its_own_run_with_its_own_wandb_run(
+        finished_run, tmp_path, capsys):
+    # Copying a run to branch it must not resume the original's wandb run: the branch's
+    # updates would be written into the original's history.
+    branch = shutil.copytree(finished_run, tmp_path / "branch")
+    original = ckpt.load_checkpoint(finished_run / "checkpoint_4.pkl")
+    assert resume(tmp_path, str(branch / "checkpoint_4.pkl")) == 0
+    out = capsys.readouterr().out
+    assert (f"[resume] note: this checkpoint was written by run 'done'; in {branch} (a copy or "
+            "a rename) it goes on as run 'branch', with a new wandb run") in out
+    assert "[config] run=branch " in out
+    newest = ckpt.load_checkpoint(branch / "checkpoint_6.pkl")
+    assert newest["run_name"] == "branch"
+    assert newest["wandb_run_id"] not in (None, original["wandb_run_id"])
+    summary = json.loads((branch / "summary.json").read_text())
+    assert (summary["run_name"], summary["forked_from"]) == ("branch", "done")
+    # Its own checkpoints are the branch's: resumed from them, it keeps its new wandb run.
+    assert resume(tmp_path, str(branch), "--total-timesteps", str(8 * 16 * (UPDATES + 2))) == 0
+    assert "written by run" not in capsys.readouterr().out
+    assert ckpt.load_checkpoint(branch / "checkpoint_8.pkl")["wandb_run_id"] == \
+        newest["wandb_run_id"]
+
+
 def test_resume_with_another_run_name_exits_3(finished_run, capsys):
     code = resume(finished_run.parent, str(finished_run), "--run-name", "other")
     assert code == cli.EXIT_BAD_ARGUMENTS
