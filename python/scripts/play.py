@@ -19,6 +19,7 @@ session ends when the game ends (death, victory, or a scenario where no action i
 `q`, or at the end of the input.
 """
 
+import os
 import re
 import sys
 
@@ -60,7 +61,7 @@ def parse_command(text: str):
     if not command:
         return None
     if command.split()[0] == "save":
-        path = text.strip()[len("save"):].strip()
+        path = os.path.expanduser(text.strip()[len("save"):].strip())
         if not path:
             raise CommandError("save needs a file name: save FILE.json")
         return Save(path)

@@ -80,9 +80,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--num-steps", type=int, help="rollout length per env per update (default 128)")
     run.add_argument("--num-devices", type=int,
                      help="devices that share the envs, each stepping its share and averaging "
-                          "gradients (default: on GPU/TPU the most local devices that split the envs "
-                          "and minibatches evenly; on CPU 1, and N > 1 (at most 64) splits the "
-                          "CPU into N devices so that N cores step the game at once, but not "
+                          "gradients (default: on GPU/TPU the most local devices that split the "
+                          "envs and minibatches evenly; on CPU 1, and N > 1 (at most 64) splits "
+                          "the CPU into N devices so that N cores step the game at once, but not "
                           "bit-reproducibly); a resume keeps the checkpoint's count when it can")
 
     ppo = parser.add_argument_group("PPO")

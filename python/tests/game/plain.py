@@ -68,3 +68,18 @@ def unbatch(tree, index):
 
 def is_block(content) -> bool:
     return C.DATA_BLOCK <= content <= C.QUESTION_BLOCK
+
+
+def state_diff(expected, actual) -> list[str]:
+    """Readable differences between two plain states (cells listed per differing cell)."""
+    diffs = []
+    for name in sorted(set(expected) | set(actual)):
+        if name == "cells":
+            for field, grid in expected["cells"].items():
+                diffs += [f"cells.{field}[{r}][{c}]: reference {grid[r][c]}, game "
+                          f"{actual['cells'][field][r][c]}"
+                          for r in range(6) for c in range(6)
+                          if grid[r][c] != actual["cells"][field][r][c]]
+        elif expected.get(name) != actual.get(name):
+            diffs.append(f"{name}: reference {expected.get(name)}, game {actual.get(name)}")
+    return diffs

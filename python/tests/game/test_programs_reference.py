@@ -420,19 +420,6 @@ def expected_results(before, name, after):
 # ---------------------------------------------------------------------------------------------
 # Comparison helpers
 
-def state_diff(expected, actual):
-    diffs = []
-    for key, value in expected.items():
-        if key == "cells":
-            for name, grid in value.items():
-                diffs += [f"cells.{name}[{r}][{c}]: ref {grid[r][c]} game "
-                          f"{actual['cells'][name][r][c]}"
-                          for r in range(SIZE) for c in range(SIZE)
-                          if grid[r][c] != actual["cells"][name][r][c]]
-        elif value != actual[key]:
-            diffs.append(f"{key}: ref {value} game {actual[key]}")
-    return diffs
-
 
 def game_outcome(outcome):
     return {"kills": int(outcome.kills), "exit_reached": bool(outcome.exit_reached),
@@ -615,12 +602,12 @@ def test_program_effects_match_the_reference(states):
             results = expected_results(before, name, after)
             assert results, (f"POLY made no legal type choice: before {before['enemies']} "
                              f"after {after['enemies']}; {describe(case, state)}")
-            matching = [(o, tags) for s, o, tags in results if not state_diff(s, after)]
+            matching = [(o, tags) for s, o, tags in results if not plain.state_diff(s, after)]
             if name == "WARP":
                 assert matching, (f"WARP landed on no legal target: "
-                                  f"{state_diff(results[0][0], after)}; {describe(case, state)}")
+                                  f"{plain.state_diff(results[0][0], after)}; {describe(case, state)}")
             else:
-                assert matching, f"{name}: {state_diff(results[0][0], after)}; " \
+                assert matching, f"{name}: {plain.state_diff(results[0][0], after)}; " \
                                  f"{describe(case, state)}"
             ref_outcome, tags = matching[0]
             assert game_outcome(outcome) == ref_outcome, (
@@ -719,9 +706,9 @@ def test_undo_restores_the_snapshots_in_stack_order():
             expected = reference_undo(snapshot, current)
             # Something the free programs or a later turn changed is brought back.
             kept = RESTORED_ELSEWHERE + ("history_size",)
-            reverted += bool(state_diff({**snapshot, **{k: current[k] for k in kept}}, current))
+            reverted += bool(plain.state_diff({**snapshot, **{k: current[k] for k in kept}}, current))
             across_stages += snapshot["stage"] != current["stage"]
-            diff = state_diff(expected, plain.to_plain(state))
+            diff = plain.state_diff(expected, plain.to_plain(state))
             assert not diff, f"chain {chain} UNDO {depth}: {diff}; setup {d!r}"
             assert game_outcome(outcome) == {"kills": 0, "exit_reached": False,
                                              "enemy_turn_follows": False}, f"chain {chain}"

@@ -418,19 +418,6 @@ def generated_states():
     return [plain.unbatch(batch, i) for batch in batches for i in range(8)]
 
 
-def state_diff(expected, actual):
-    """Readable differences between two plain states (cells listed per differing cell)."""
-    diffs = []
-    for name in sorted(set(expected) | set(actual)):
-        if name == "cells":
-            for field, grid in expected["cells"].items():
-                diffs += [f"cells.{field}[{r}][{c}]: reference {grid[r][c]}, game "
-                          f"{actual['cells'][field][r][c]}"
-                          for r in range(6) for c in range(6)
-                          if grid[r][c] != actual["cells"][field][r][c]]
-        elif expected.get(name) != actual.get(name):
-            diffs.append(f"{name}: reference {expected.get(name)}, game {actual.get(name)}")
-    return diffs
 
 
 # ---------------------------------------------------------------------------------------------
@@ -460,7 +447,7 @@ def test_siphon_matches_the_rules(generated_states):
         before = plain.to_plain(state)
         after, outcome = compiled.RESOLVE(KEY, state, C.ACTION_SIPHON)
         expected = reference_siphon(before)
-        diffs = state_diff(expected, plain.to_plain(after))
+        diffs = plain.state_diff(expected, plain.to_plain(after))
         assert not diffs, f"{label}\nsiphon: " + "\n".join(diffs)
         assert not bool(outcome.failed) and bool(outcome.enemy_turn_follows), label
         assert not bool(outcome.exit_reached) and int(outcome.kills) == 0, label
