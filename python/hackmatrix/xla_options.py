@@ -1,6 +1,6 @@
 """How XLA compiles the jitted functions that contain the game step, on CPU.
 
-Two settings, both measured on the 2-core CPU in specs/architecture.md ("What bounds the step on
+Two settings, both measured on the 2-core CPU in specs/performance.md ("What bounds the step on
 XLA:CPU"); other backends keep XLA's defaults.
 
 **Process-wide: the CPU compile mode** (`configure_cpu_compiler`, run when `hackmatrix` is

@@ -1,7 +1,7 @@
 """`benchmark.py kernels`: where the compiled env step's kernels and their operations come from.
 
 XLA:CPU compile time follows the operations inside the fused kernels (after XLA has copied
-cheap producers into each consumer) plus a fixed cost per kernel (specs/architecture.md, "What
+cheap producers into each consumer) plus a fixed cost per kernel (specs/performance.md, "What
 bounds the step on XLA:CPU"). This compiles `HackMatrixEnv.batch_step` once with every function
 of the game modules wrapped in a `jax.named_scope` named `module.function`, and attributes each
 fusion of the optimised HLO, with the instructions of its fused computation, to the scope path

@@ -5,7 +5,7 @@ Runs `--updates` PPO updates (256 envs × 128 steps by default, as the training 
 XLA:CPU's per-kernel trace events on, and prints for each kernel its time and launches per
 update, the instructions of its fused computation, its output shape and its scope. A kernel
 with many instructions on an output of several entries per env usually recomputes per-env work
-for every entry: specs/architecture.md, "Per-env work that a kernel repeats for each of its
+for every entry: specs/performance.md, "Per-env work that a kernel repeats for each of its
 entries". Kernel times add up across threads and move with the machine's load: compare
 kernels within one run, and confirm a change with interleaved wall-clock runs
 (`benchmark.py train`).
