@@ -302,6 +302,12 @@ def set_aside(run_dir: Path, paths: list[Path], why: str) -> Path:
     return folder
 
 
+def has_temp_files(run_dir: Path) -> bool:
+    run_dir = Path(run_dir)
+    return run_dir.is_dir() and any(TEMP_FILE_PATTERN.match(entry.name) and entry.is_file()
+                                    for entry in run_dir.iterdir())
+
+
 def remove_temp_files(run_dir: Path) -> None:
     """Deletes the temp files of writes that a kill interrupted (only the run's own writer may
     call this: see RunLock)."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
+import json
 import math
 import os
 import signal
@@ -622,6 +623,55 @@ def _prepare_run_dir(run_dir: Path, saved: dict | None, start_update: int,
             f"checkpoint: moved them to {folder}")
 
 
+def _finish_a_cut_short_final_save(run_dir: Path, run_name: str, saved: dict, resume_path: Path,
+                                   options: dict, say) -> None:
+    """A kill during a run's final save, after checkpoint_{N}.pkl was written but before the rest
+    (params_{N}.npz, rotation, final_params.npz, summary.json), leaves a run that has nothing
+    left to train, yet is not finished: finish its save from the checkpoint. Nothing happens for
+    a finished run, or for a checkpoint that is not the run's newest or did not reach the run's
+    own total."""
+    saved_config = TrainConfig.from_dict(saved["config"])
+    update, timesteps = int(saved["update"]), int(saved["timesteps"])
+    if (saved_config.total_timesteps - timesteps >= saved_config.batch_size
+            or ckpt.newest_checkpoint(run_dir) != resume_path):
+        return
+    summary_path = run_dir / M.SUMMARY_FILE
+    try:
+        summary = json.loads(summary_path.read_text())
+        finished = summary.get("status") == "completed" and summary.get("update") == update
+    except (OSError, ValueError, AttributeError):
+        finished = False
+    params_file = ckpt.params_path(run_dir, update)
+    final = run_dir / ckpt.FINAL_PARAMS_NAME
+    keep = options["keep_checkpoints"]
+    if (finished and params_file.is_file() and final.is_file() and not ckpt.has_temp_files(run_dir)
+            and not (keep > 0 and len(ckpt.list_checkpoints(run_dir)) > keep)):
+        return
+    lock = ckpt.RunLock(run_dir)
+    if not lock.acquire():
+        raise UsageError(f"another trainer (pid {lock.holder()}) is writing {run_dir}; wait for "
+                         "it to end, or choose another --run-name")
+    try:
+        ckpt.remove_temp_files(run_dir)
+        for path in (params_file, final):
+            if not path.is_file():
+                ckpt.save_params(path, saved["params"])
+        kept = ckpt.prune_checkpoints(run_dir, keep)
+        if not finished:
+            lines = M.MetricsFile(run_dir).split_after(update)[0]
+            M.write_summary(run_dir, {
+                "status": "completed", "run_name": run_name, "run_dir": str(run_dir),
+                "config": saved["config"], "network": saved["network"], "update": update,
+                "timesteps": timesteps,
+                "final_metrics": json.loads(lines[-1]) if lines else {},
+                "checkpoints": [str(p) for p in kept], "final_params": str(final),
+                "note": "the final save was cut short; a later --resume finished it"})
+    finally:
+        lock.release()
+    say(f"[done] run {run_name}: its final save at update {update} was cut short (killed during "
+        f"it); finished it from {resume_path.name}: params, final_params.npz, rotation, summary")
+
+
 def _check_fresh_run_dir(run_dir: Path) -> None:
     """A new run never writes over an earlier run's checkpoints or params files."""
     if ckpt.list_checkpoints(run_dir):
@@ -701,6 +751,8 @@ def _train(args, signals: _Signals, cleanup: contextlib.ExitStack) -> int:
     remaining_steps = config.total_timesteps - start_timesteps
     num_updates = start_update + max(0, remaining_steps // config.batch_size)
     if num_updates == start_update:
+        if saved is not None:
+            _finish_a_cut_short_final_save(run_dir, run_name, saved, resume_path, options, say)
         say(f"[done] run {run_name} is at update {start_update} ({start_timesteps} timesteps): "
             f"--total-timesteps {config.total_timesteps} leaves no update of {config.batch_size} "
             "steps to run; nothing to do (raise --total-timesteps to continue)")
@@ -792,20 +844,22 @@ def _train(args, signals: _Signals, cleanup: contextlib.ExitStack) -> int:
     saved_paths: list[Path] = []
     last_checkpoint, last_saved_update = resume_path, (start_update if saved else None)
 
-    def save_checkpoint(reason: str) -> Path:
+    def save_checkpoint(reason: str, session_end: bool = False) -> Path:
         nonlocal last_checkpoint, last_saved_update
-        if update == last_saved_update:
-            return last_checkpoint  # e.g. a signal right after an interval save
-        state = _checkpoint_state(runner, config=config, network=network, run_name=run_name,
-                                  update=update, timesteps=timesteps, wandb_run_id=wandb_run_id,
-                                  options=options, explicit_config=explicit_config,
-                                  metrics_window=window.state(window_seconds))
-        path = ckpt.save_checkpoint(run_dir, state)
-        saved_paths[:] = ckpt.prune_checkpoints(run_dir, options["keep_checkpoints"])
-        sink.log_checkpoint([path, ckpt.params_path(run_dir, update)], update)
-        console.print(f"[checkpoint] update={update} saved {path} ({reason})")
-        last_checkpoint, last_saved_update = path, update
-        return path
+        if update != last_saved_update:  # else e.g. a signal right after an interval save
+            state = _checkpoint_state(runner, config=config, network=network, run_name=run_name,
+                                      update=update, timesteps=timesteps,
+                                      wandb_run_id=wandb_run_id, options=options,
+                                      explicit_config=explicit_config,
+                                      metrics_window=window.state(window_seconds))
+            path = ckpt.save_checkpoint(run_dir, state)
+            saved_paths[:] = ckpt.prune_checkpoints(run_dir, options["keep_checkpoints"])
+            console.print(f"[checkpoint] update={update} saved {path} ({reason})")
+            last_checkpoint, last_saved_update = path, update
+        if last_checkpoint != resume_path:  # that one was logged by the session that saved it
+            sink.log_checkpoint([last_checkpoint, ckpt.params_path(run_dir, update)], update,
+                                session_end=session_end)
+        return last_checkpoint
 
     def summary(status: str) -> dict:
         session_steps = timesteps - start_timesteps
@@ -891,7 +945,7 @@ def _train(args, signals: _Signals, cleanup: contextlib.ExitStack) -> int:
         if signals.signal_name is not None and update < num_updates:
             if window.updates:
                 log_window()  # the episodes of a part-finished log window
-            save_checkpoint(signals.signal_name)
+            save_checkpoint(signals.signal_name, session_end=True)
             M.write_summary(run_dir, summary("interrupted"))
             signals.checkpoint_saved = True
             console.print(f"[exit] interrupted by {signals.signal_name}; resume with --resume "
@@ -901,7 +955,7 @@ def _train(args, signals: _Signals, cleanup: contextlib.ExitStack) -> int:
         if signals.signal_name is not None:
             console.print(f"[signal] {signals.signal_name} came during the last chunk: the run "
                           "is complete, so it finishes as usual (exit 0, nothing to resume)")
-        save_checkpoint("final")
+        save_checkpoint("final", session_end=True)
         ckpt.save_params(run_dir / ckpt.FINAL_PARAMS_NAME, jax.device_get(runner.train.params))
         final = summary("completed")
         M.write_summary(run_dir, final)

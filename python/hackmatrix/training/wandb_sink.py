@@ -65,6 +65,7 @@ class WandbSink:
         self.run = None
         self.mode = mode
         self.upload_artifacts = upload_artifacts
+        self._artifact_update = None
         self.warn = warn
         if mode == "disabled":
             return
@@ -91,8 +92,10 @@ class WandbSink:
             self._disable(f"wandb define_metric failed, continuing without wandb: {error}")
             return
         if mode == "offline":
-            warn(f"[wandb] offline: logging to {self.run_directory}; upload it later with "
-                 f"`wandb sync {Path(self.run_directory).parent}`")
+            # Each session of a resumed run logs to a folder of its own: sync them all.
+            sessions = Path(self.run_directory).parent.parent / f"offline-run-*-{run_id}"
+            warn(f"[wandb] offline: logging to {self.run_directory}; upload this run's sessions "
+                 f"later with `wandb sync {sessions}`")
 
     @property
     def active(self) -> bool:
@@ -117,9 +120,15 @@ class WandbSink:
         except Exception as error:
             self._disable(f"log failed, disabling wandb: {error}")
 
-    def log_checkpoint(self, paths: list[Path], update: int) -> None:
-        if self.run is None or not self.upload_artifacts:
+    def log_checkpoint(self, paths: list[Path], update: int, session_end: bool = False) -> None:
+        """Logs the checkpoint as an artifact (once per update). Offline, only at the end of a
+        session (its final or interrupted save): wandb copies every logged artifact into its
+        staging folder (~/.local/share/wandb) until `wandb sync`, which a long offline run would
+        fill with a checkpoint per save."""
+        if (self.run is None or not self.upload_artifacts or update == self._artifact_update
+                or (self.mode == "offline" and not session_end)):
             return
+        self._artifact_update = update
         try:
             artifact = self._wandb.Artifact(f"{self.run.id}-checkpoint", type="model",
                                             metadata={"update": update})

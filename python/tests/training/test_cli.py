@@ -229,9 +229,14 @@ def test_without_credentials_wandb_runs_offline_and_sigterm_exits_7(tmp_path):
     assert ckpt.list_checkpoints(run_dir), "".join(lines)
     offline_runs = list((run_dir / "wandb").glob("offline-run-*"))
     assert offline_runs, "".join(lines)
-    assert f"`wandb sync {offline_runs[0]}`" in "".join(lines)
     run_id = ckpt.load_checkpoint(ckpt.newest_checkpoint(run_dir))["wandb_run_id"]
     assert offline_runs[0].name.endswith(run_id)
+    # The hint syncs every session of the run (a resume logs to a folder of its own).
+    assert f"`wandb sync {run_dir / 'wandb'}/offline-run-*-{run_id}`" in "".join(lines)
+    # The interrupted session's checkpoint is staged as an artifact, and only it.
+    staged = [p for p in (tmp_path / ".local/share/wandb/artifacts/staging").rglob("*")
+              if p.is_file()]
+    assert len(staged) == 2, staged  # checkpoint_N.pkl and params_N.npz
 
 
 def _resized_restore(saved, num_envs, keep_optimizer):

@@ -182,6 +182,32 @@ def test_a_second_trainer_on_the_same_run_exits_3_at_once(tmp_path, capsys):
     assert not (tmp_path / "busy" / "metrics.jsonl").exists()
 
 
+def test_a_final_save_cut_short_by_a_kill_is_finished_by_the_next_resume(run_copy, capsys):
+    # Killed after checkpoint_6.pkl was written, before its params, the rotation, final_params
+    # and summary: a resume has nothing to train, but must not call the run done as it is.
+    for name in ("params_6.npz", "final_params.npz", "summary.json"):
+        (run_copy / name).unlink()
+    (run_copy / ".params_6.npz.abcd1234.tmp").write_bytes(b"partial")
+    assert resume(run_copy.parent, str(run_copy), "--keep-checkpoints", "2") == 0
+    out = capsys.readouterr().out
+    assert "its final save at update 6 was cut short" in out and "nothing to do" in out
+    assert [update for update, _ in ckpt.list_checkpoints(run_copy)] == [4, 6]
+    assert not list(run_copy.glob(".*.tmp"))
+    # Both written from checkpoint_6's params: the finished run's, not update 4's.
+    final = load_params(run_copy / "final_params.npz")
+    assert_same_params(final, load_params(run_copy / "params_6.npz"))
+    assert any((final[key] != value).any()
+               for key, value in load_params(run_copy / "params_4.npz").items())
+    summary = json.loads((run_copy / "summary.json").read_text())
+    assert (summary["status"], summary["update"]) == ("completed", 6)
+    assert summary["final_metrics"]["update"] == 6
+    # Finished now: resumed again, nothing changes and nothing is said about it.
+    before = {p.name: p.stat().st_mtime_ns for p in run_copy.iterdir() if p.is_file()}
+    assert resume(run_copy.parent, str(run_copy)) == 0
+    assert "cut short" not in capsys.readouterr().out
+    assert {p.name: p.stat().st_mtime_ns for p in run_copy.iterdir() if p.is_file()} == before
+
+
 def test_a_copied_run_directory_goes_on_as_its_own_run_with_its_own_wandb_run(
         finished_run, tmp_path, capsys):
     # Copying a run to branch it must not resume the original's wandb run: the branch's

@@ -78,3 +78,26 @@ def test_undefined_values_are_left_out_of_history_and_summary(tmp_path):
     sink.finish(summary=record, exit_code=7)
     assert run.logged == [{"update": 3, "train/entropy": 0.5}]
     assert run.summary == {"update": 3, "train/entropy": 0.5} and run.exit_code == 7
+
+
+@pytest.mark.parametrize("mode", ["online", "offline"])
+def test_offline_runs_log_a_checkpoint_artifact_only_at_the_end_of_a_session(tmp_path, mode):
+    # Offline, wandb copies each logged artifact into its staging folder until `wandb sync`: a
+    # long run saving every few minutes once filled gigabytes there.
+    import wandb
+
+    sink = wandb_sink.WandbSink(mode="disabled", project="p", entity=None, run_name="r",
+                                run_id="id", config={}, directory=tmp_path, resuming=False,
+                                upload_artifacts=True)
+    sink.mode, sink._wandb = mode, wandb
+    sink.run = run = _RecordingRun()
+    run.id, run.artifacts = "id", []
+    run.log_artifact = lambda artifact, aliases: run.artifacts.append(aliases[-1])
+    checkpoint = tmp_path / "checkpoint_2.pkl"
+    checkpoint.write_bytes(b"state")
+    sink.log_checkpoint([checkpoint], 2)
+    sink.log_checkpoint([checkpoint], 4)
+    sink.log_checkpoint([checkpoint], 4, session_end=True)
+    sink.log_checkpoint([checkpoint], 6, session_end=True)
+    assert run.artifacts == (["update-2", "update-4", "update-6"] if mode == "online"
+                             else ["update-4", "update-6"])
