@@ -21,6 +21,7 @@ session ends when the game ends (death, victory, or a scenario where no action i
 
 import os
 import re
+import shlex
 import sys
 
 from hackmatrix.tools import cli
@@ -61,10 +62,14 @@ def parse_command(text: str):
     if not command:
         return None
     if command.split()[0] == "save":
-        path = os.path.expanduser(text.strip()[len("save"):].strip())
+        path = text.strip()[len("save"):].strip()
+        if len(path) >= 2 and path[0] == path[-1] and path[0] in "'\"":
+            path = path[1:-1]  # save "my game.json"
         if not path:
             raise CommandError("save needs a file name: save FILE.json")
-        return Save(path)
+        if path.endswith(("/", os.sep)):
+            raise CommandError(f"save {path}: that names a directory; give a file name in it")
+        return Save(os.path.expanduser(path))
     if command in QUIT_COMMANDS:
         return QUIT
     if command in DIRECTION_COMMANDS:
@@ -167,7 +172,7 @@ def save_scenario(state, path: str, inputs=()) -> str:
         return f"Not saved: {error}"
     except OSError as error:
         return f"Not saved: {path}: {error.strerror}"
-    return f"Saved to {path} (play it from here: play.py --scenario {path})"
+    return f"Saved to {path} (play it from here: play.py --scenario {shlex.quote(path)})"
 
 
 def read_action(mask, explain_invalid, save=None):

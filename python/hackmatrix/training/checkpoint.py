@@ -169,8 +169,10 @@ def prune_checkpoints(run_dir: Path, keep: int) -> list[Path]:
     checkpoints = list_checkpoints(run_dir)
     if keep > 0 and len(checkpoints) > keep:
         for update, path in checkpoints[:-keep]:
-            path.unlink(missing_ok=True)
+            # The params file first: a kill between the two leaves a checkpoint, which the next
+            # rotation removes, not a params file that no rotation would ever see.
             params_path(run_dir, update).unlink(missing_ok=True)
+            path.unlink(missing_ok=True)
         checkpoints = checkpoints[-keep:]
     return [path for _, path in checkpoints]
 
@@ -387,7 +389,9 @@ def find_resume_checkpoint(resume: str | None, checkpoint_dir: Path, run_name: s
     candidates = [c for c in candidates if c is not None]
     if not candidates:
         raise CheckpointError(f"no checkpoint to resume in {checkpoint_dir}")
-    return max(candidates, key=lambda c: c.stat().st_mtime)
+    # Ties (a run copied with `cp -a` keeps its times) go to the run directory's name, so that
+    # the choice never depends on the order of the directory listing.
+    return max(candidates, key=lambda c: (c.stat().st_mtime_ns, c.parent.name))
 
 
 # ----------------------------------------------------------------------------- policy loading

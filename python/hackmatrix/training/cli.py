@@ -217,8 +217,9 @@ def _idle_devices_note(config: TrainConfig, explicit: set, backend: str,
     if backend == "cpu" or "num_devices" in explicit or config.num_devices == available_devices:
         return None
     return (f"[config] note: using {config.num_devices} of the {available_devices} {backend} "
-            f"devices: {config.num_envs} envs and their minibatches do not split evenly over "
-            f"more (--num-envs a multiple of {available_devices} would use them all)")
+            f"devices: the {config.num_envs} envs and their {config.num_minibatches} minibatches "
+            "do not split evenly over more (each device steps an equal share of the envs and of "
+            "every minibatch; --num-devices sets the count)")
 
 
 def _resumed_config(args, saved: dict, available_devices: int,
@@ -409,7 +410,7 @@ def _build_runner_and_chunk(trainer, schedule, key, saved, config, keep_optimize
 
 
 def _checkpoint_state(runner, *, config, network, run_name, update, timesteps, wandb_run_id,
-                      options, explicit_config, metrics_window) -> dict:
+                      options, explicit_config, metrics_window, forked_from) -> dict:
     import jax
     host = jax.device_get(runner)
     return {
@@ -428,6 +429,7 @@ def _checkpoint_state(runner, *, config, network, run_name, update, timesteps, w
         "update": int(update),
         "timesteps": int(timesteps),
         "wandb_run_id": wandb_run_id,
+        "forked_from": forked_from,
         "run_options": dict(options),
         "explicit_config": sorted(explicit_config),
         "metrics_window": metrics_window,
@@ -569,11 +571,16 @@ def _options_problem(options: dict) -> str | None:
     return None
 
 
+def _run_name_of(run_dir: Path) -> str:
+    """A run's name is its directory's (resolved: `--resume .` from inside it names it too)."""
+    return run_dir.resolve().name
+
+
 def _check_resume_flags(args, saved: dict, run_dir: Path, say) -> None:
-    if args.run_name and args.run_name != run_dir.name:
+    if args.run_name and args.run_name != _run_name_of(run_dir):
         raise UsageError(f"--run-name {args.run_name} but the checkpoint belongs to run "
-                         f"'{run_dir.name}' ({run_dir}): a resumed run keeps its name and "
-                         "directory")
+                         f"'{_run_name_of(run_dir)}' ({run_dir}): a resumed run keeps its name "
+                         "and directory")
     if args.seed is not None and args.seed != saved["config"].get("seed"):
         say(f"[resume] warning: --seed {args.seed} ignored: the run continues from its "
             f"checkpoint's random state (seed {saved['config'].get('seed')})")
@@ -624,17 +631,17 @@ def _prepare_run_dir(run_dir: Path, saved: dict | None, start_update: int,
 
 
 def _finish_a_cut_short_final_save(run_dir: Path, run_name: str, saved: dict, resume_path: Path,
-                                   options: dict, say) -> None:
+                                   options: dict, say) -> bool:
     """A kill during a run's final save, after checkpoint_{N}.pkl was written but before the rest
     (params_{N}.npz, rotation, final_params.npz, summary.json), leaves a run that has nothing
     left to train, yet is not finished: finish its save from the checkpoint. Nothing happens for
     a finished run, or for a checkpoint that is not the run's newest or did not reach the run's
-    own total."""
+    own total. Returns whether it finished one."""
     saved_config = TrainConfig.from_dict(saved["config"])
     update, timesteps = int(saved["update"]), int(saved["timesteps"])
     if (saved_config.total_timesteps - timesteps >= saved_config.batch_size
             or ckpt.newest_checkpoint(run_dir) != resume_path):
-        return
+        return False
     summary_path = run_dir / M.SUMMARY_FILE
     try:
         summary = json.loads(summary_path.read_text())
@@ -643,10 +650,10 @@ def _finish_a_cut_short_final_save(run_dir: Path, run_name: str, saved: dict, re
         finished = False
     params_file = ckpt.params_path(run_dir, update)
     final = run_dir / ckpt.FINAL_PARAMS_NAME
-    keep = options["keep_checkpoints"]
-    if (finished and params_file.is_file() and final.is_file() and not ckpt.has_temp_files(run_dir)
-            and not (keep > 0 and len(ckpt.list_checkpoints(run_dir)) > keep)):
-        return
+    # The rotation is part of finishing, not a sign of a kill: a finished run resumed with a
+    # smaller --keep-checkpoints is simply finished.
+    if finished and params_file.is_file() and final.is_file() and not ckpt.has_temp_files(run_dir):
+        return False
     lock = ckpt.RunLock(run_dir)
     if not lock.acquire():
         raise UsageError(f"another trainer (pid {lock.holder()}) is writing {run_dir}; wait for "
@@ -656,7 +663,7 @@ def _finish_a_cut_short_final_save(run_dir: Path, run_name: str, saved: dict, re
         for path in (params_file, final):
             if not path.is_file():
                 ckpt.save_params(path, saved["params"])
-        kept = ckpt.prune_checkpoints(run_dir, keep)
+        kept = ckpt.prune_checkpoints(run_dir, options["keep_checkpoints"])
         if not finished:
             lines = M.MetricsFile(run_dir).split_after(update)[0]
             M.write_summary(run_dir, {
@@ -669,7 +676,9 @@ def _finish_a_cut_short_final_save(run_dir: Path, run_name: str, saved: dict, re
     finally:
         lock.release()
     say(f"[done] run {run_name}: its final save at update {update} was cut short (killed during "
-        f"it); finished it from {resume_path.name}: params, final_params.npz, rotation, summary")
+        f"it); finished it from {resume_path.name} (params, final_params.npz, rotation, "
+        "summary): the run is complete (raise --total-timesteps to continue it)")
+    return True
 
 
 def _check_fresh_run_dir(run_dir: Path) -> None:
@@ -727,35 +736,40 @@ def _train(args, signals: _Signals, cleanup: contextlib.ExitStack) -> int:
         # A run is its directory. A checkpoint that another run wrote (the directory was copied,
         # to branch it, or renamed) goes on as this directory's run, in a wandb run of its own:
         # resuming the old wandb run would write the branch's updates into the original's.
-        run_name = run_dir.name
-        forked_from = (saved.get("run_name") if saved.get("run_name") not in (None, run_name)
-                       else None)
-        if forked_from:
-            say(f"[resume] note: this checkpoint was written by run '{forked_from}'; in "
+        run_name = _run_name_of(run_dir)
+        forks_now = saved.get("run_name") not in (None, run_name)
+        # Where the run branched off, kept in its checkpoints so every later session says it.
+        forked_from = ({"run_name": saved["run_name"], "update": int(saved["update"]),
+                        "wandb_run_id": saved.get("wandb_run_id")} if forks_now
+                       else saved.get("forked_from"))
+        if forks_now:
+            say(f"[resume] note: this checkpoint was written by run '{saved['run_name']}'; in "
                 f"{run_dir} (a copy or a rename) it goes on as run '{run_name}', with a new wandb "
-                f"run (run '{forked_from}''s is left as it was)")
+                f"run (run '{saved['run_name']}''s is left as it was)")
         start_update, start_timesteps = int(saved["update"]), int(saved["timesteps"])
     else:
         if args.keep_optimizer:
             say("[config] note: --keep-optimizer only applies with --resume: ignored")
         config, scaled, explicit_config = _fresh_config(args, backend, available_devices)
-        if (note := _idle_devices_note(config, explicit_config, backend, available_devices)):
-            say(note)
         run_name = args.run_name or datetime.now().strftime("ppo_%Y%m%d-%H%M%S")
-        forked_from = None
+        forked_from, forks_now = None, False
         run_dir = Path(args.checkpoint_dir) / run_name
         start_update, start_timesteps = 0, 0
     validate(config)
     if (error := devices.missing_devices_error(config.num_devices)) is not None:
         raise ConfigError(error)
+    if saved is None and (note := _idle_devices_note(config, explicit_config, backend,
+                                                     available_devices)):
+        say(note)
     remaining_steps = config.total_timesteps - start_timesteps
     num_updates = start_update + max(0, remaining_steps // config.batch_size)
     if num_updates == start_update:
-        if saved is not None:
-            _finish_a_cut_short_final_save(run_dir, run_name, saved, resume_path, options, say)
-        say(f"[done] run {run_name} is at update {start_update} ({start_timesteps} timesteps): "
-            f"--total-timesteps {config.total_timesteps} leaves no update of {config.batch_size} "
-            "steps to run; nothing to do (raise --total-timesteps to continue)")
+        if saved is None or not _finish_a_cut_short_final_save(run_dir, run_name, saved,
+                                                               resume_path, options, say):
+            say(f"[done] run {run_name} is at update {start_update} ({start_timesteps} "
+                f"timesteps): --total-timesteps {config.total_timesteps} leaves no update of "
+                f"{config.batch_size} steps to run; nothing to do (raise --total-timesteps to "
+                "continue)")
         return EXIT_OK
     end_timesteps = start_timesteps + (num_updates - start_update) * config.batch_size
     scaled_text = ("yes (" + ", ".join(f"{k} {a}->{b}" for k, (a, b) in scaled.items()) + ")"
@@ -825,14 +839,13 @@ def _train(args, signals: _Signals, cleanup: contextlib.ExitStack) -> int:
     metrics_file = M.MetricsFile(run_dir)
     _prepare_run_dir(run_dir, saved, start_update, metrics_file, say)
 
-    continues_wandb_run = saved is not None and not forked_from
+    continues_wandb_run = saved is not None and not forks_now
     wandb_run_id = (saved.get("wandb_run_id") if continues_wandb_run else None) or new_run_id()
     wandb_config = {**config.to_dict(), "run_name": run_name, "network": network,
                     "git_commit": git_commit(), "batch_size": config.batch_size,
                     "minibatch_size": config.minibatch_size}
     if forked_from:
-        wandb_config["forked_from"] = {"run_name": forked_from, "update": start_update,
-                                       "wandb_run_id": saved.get("wandb_run_id")}
+        wandb_config["forked_from"] = forked_from
     sink = WandbSink(mode=resolve_mode(options["wandb"], options["wandb_mode"]),
                      project=options["wandb_project"], entity=options["wandb_entity"],
                      run_name=run_name, run_id=wandb_run_id, config=wandb_config,
@@ -851,7 +864,8 @@ def _train(args, signals: _Signals, cleanup: contextlib.ExitStack) -> int:
                                       update=update, timesteps=timesteps,
                                       wandb_run_id=wandb_run_id, options=options,
                                       explicit_config=explicit_config,
-                                      metrics_window=window.state(window_seconds))
+                                      metrics_window=window.state(window_seconds),
+                                      forked_from=forked_from)
             path = ckpt.save_checkpoint(run_dir, state)
             saved_paths[:] = ckpt.prune_checkpoints(run_dir, options["keep_checkpoints"])
             console.print(f"[checkpoint] update={update} saved {path} ({reason})")

@@ -138,13 +138,14 @@ def test_save_writes_the_current_state_as_a_scenario(tmp_path):
     saved = tmp_path / "Saved Game.json"
     result = run_play(tmp_path, start,
                       f"save\nw\nsave {tmp_path}/missing/x.json\nsave {tmp_path}/scenario.json\n"
-                      f"save {saved}\nq\n")
+                      f"save {tmp_path}/new/\nsave \"{saved}\"\nq\n")
     assert result.returncode == 0, result.stderr
     out = result.stdout
     assert "save needs a file name: save FILE.json" in out
     assert f"Not saved: save {tmp_path}/missing/x.json: directory" in out
     assert "which this command reads" in out           # never over the scenario being played
-    assert f"Saved to {saved} (play it from here: play.py --scenario {saved})" in out
+    assert f"save {tmp_path}/new/: that names a directory" in out
+    assert f"Saved to {saved} (play it from here: play.py --scenario '{saved}')" in out
     state = json.loads(saved.read_text())
     assert state["player"]["row"] == 4 and state["player"]["col"] == 3
     assert state["turn"] == 1

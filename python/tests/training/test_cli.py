@@ -171,9 +171,10 @@ def test_an_accelerator_default_that_leaves_devices_idle_says_so(available, used
     if used == available:
         assert note is None
     else:
-        assert note == (f"[config] note: using {used} of the {available} gpu devices: 2048 envs "
-                        "and their minibatches do not split evenly over more (--num-envs a "
-                        f"multiple of {available} would use them all)")
+        assert note == (f"[config] note: using {used} of the {available} gpu devices: the 2048 "
+                        "envs and their 32 minibatches do not split evenly over more (each device "
+                        "steps an equal share of the envs and of every minibatch; --num-devices "
+                        "sets the count)")
     explicit_args = cli.build_parser().parse_args(["--num-devices", "2"])
     config, _, explicit = cli._fresh_config(explicit_args, "gpu", available)
     assert cli._idle_devices_note(config, explicit, "gpu", available) is None

@@ -190,7 +190,7 @@ def test_a_final_save_cut_short_by_a_kill_is_finished_by_the_next_resume(run_cop
     (run_copy / ".params_6.npz.abcd1234.tmp").write_bytes(b"partial")
     assert resume(run_copy.parent, str(run_copy), "--keep-checkpoints", "2") == 0
     out = capsys.readouterr().out
-    assert "its final save at update 6 was cut short" in out and "nothing to do" in out
+    assert "its final save at update 6 was cut short" in out and "nothing to do" not in out
     assert [update for update, _ in ckpt.list_checkpoints(run_copy)] == [4, 6]
     assert not list(run_copy.glob(".*.tmp"))
     # Both written from checkpoint_6's params: the finished run's, not update 4's.
@@ -201,9 +201,10 @@ def test_a_final_save_cut_short_by_a_kill_is_finished_by_the_next_resume(run_cop
     summary = json.loads((run_copy / "summary.json").read_text())
     assert (summary["status"], summary["update"]) == ("completed", 6)
     assert summary["final_metrics"]["update"] == 6
-    # Finished now: resumed again, nothing changes and nothing is said about it.
+    # Finished now: resumed again (with fewer checkpoints to keep, too, which is no sign of a
+    # kill), nothing changes and nothing is said about it.
     before = {p.name: p.stat().st_mtime_ns for p in run_copy.iterdir() if p.is_file()}
-    assert resume(run_copy.parent, str(run_copy)) == 0
+    assert resume(run_copy.parent, str(run_copy), "--keep-checkpoints", "1") == 0
     assert "cut short" not in capsys.readouterr().out
     assert {p.name: p.stat().st_mtime_ns for p in run_copy.iterdir() if p.is_file()} == before
 
@@ -222,13 +223,23 @@ def test_a_copied_run_directory_goes_on_as_its_own_run_with_its_own_wandb_run(
     newest = ckpt.load_checkpoint(branch / "checkpoint_6.pkl")
     assert newest["run_name"] == "branch"
     assert newest["wandb_run_id"] not in (None, original["wandb_run_id"])
+    origin = {"run_name": "done", "update": 4, "wandb_run_id": original["wandb_run_id"]}
     summary = json.loads((branch / "summary.json").read_text())
-    assert (summary["run_name"], summary["forked_from"]) == ("branch", "done")
-    # Its own checkpoints are the branch's: resumed from them, it keeps its new wandb run.
-    assert resume(tmp_path, str(branch), "--total-timesteps", str(8 * 16 * (UPDATES + 2))) == 0
-    assert "written by run" not in capsys.readouterr().out
-    assert ckpt.load_checkpoint(branch / "checkpoint_8.pkl")["wandb_run_id"] == \
-        newest["wandb_run_id"]
+    assert (summary["run_name"], summary["forked_from"]) == ("branch", origin)
+    # Its own checkpoints are the branch's: resumed from them (from inside the directory, too),
+    # it keeps its name, its new wandb run and its origin.
+    cwd = os.getcwd()
+    os.chdir(branch)
+    try:
+        assert resume(".", "checkpoint_6.pkl", "--total-timesteps",
+                      str(8 * 16 * (UPDATES + 2))) == 0
+    finally:
+        os.chdir(cwd)
+    out = capsys.readouterr().out
+    assert "written by run" not in out and "[config] run=branch " in out
+    newer = ckpt.load_checkpoint(branch / "checkpoint_8.pkl")
+    assert newer["wandb_run_id"] == newest["wandb_run_id"] and newer["forked_from"] == origin
+    assert json.loads((branch / "summary.json").read_text())["forked_from"] == origin
 
 
 def test_resume_with_another_run_name_exits_3(finished_run, capsys):
@@ -462,3 +473,29 @@ def test_the_recorded_commit_says_when_the_code_differs_from_it(tmp_path):
     (repo / "code.py").write_text("x = 2\n")
     assert cli.git_commit(repo) == commit + "-dirty"
     assert cli.git_commit(tmp_path) is None  # not a checkout
+
+
+def test_resume_without_a_path_breaks_a_tie_in_times_by_the_run_name(tmp_path):
+    # `cp -a` keeps a run's times: the choice must not depend on the directory listing's order.
+    for name in ("orig", "acopy", "zcopy"):
+        (tmp_path / name).mkdir()
+        path = tmp_path / name / "checkpoint_3.pkl"
+        path.write_bytes(b"")
+        os.utime(path, ns=(10**18, 10**18))
+    assert ckpt.find_resume_checkpoint(None, tmp_path, None) == tmp_path / "zcopy" / "checkpoint_3.pkl"
+
+
+def test_a_rotation_deletes_the_params_file_before_its_checkpoint(tmp_path, monkeypatch):
+    # A kill between the two deletions must leave the checkpoint (which the next rotation
+    # removes), never a params file that no rotation would see again.
+    for update in (1, 2, 3):
+        ckpt.checkpoint_path(tmp_path, update).write_bytes(b"")
+        ckpt.params_path(tmp_path, update).write_bytes(b"")
+    order = []
+    real_unlink = type(tmp_path).unlink
+    monkeypatch.setattr(type(tmp_path), "unlink",
+                        lambda self, missing_ok=False: (order.append(self.name),
+                                                        real_unlink(self, missing_ok=missing_ok)))
+    kept = ckpt.prune_checkpoints(tmp_path, 1)
+    assert order == ["params_1.npz", "checkpoint_1.pkl", "params_2.npz", "checkpoint_2.pkl"]
+    assert kept == [ckpt.checkpoint_path(tmp_path, 3)]
