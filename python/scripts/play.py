@@ -175,7 +175,7 @@ def save_scenario(state, path: str, inputs=()) -> str:
     return f"Saved to {path} (play it from here: play.py --scenario {shlex.quote(path)})"
 
 
-def read_action(mask, explain_invalid, save=None):
+def read_action(mask, explain_invalid, save):
     """The next valid action typed on stdin, QUIT, or None at the end of the input. Empty lines
     are skipped; anything else that is not a valid action is explained (`explain_invalid(action)`
     for a known action) and the next line is read; `save FILE` prints `save(FILE)`."""
@@ -197,7 +197,7 @@ def read_action(mask, explain_invalid, save=None):
         if action is None:
             continue
         if isinstance(action, Save):
-            print(save(action) if save else "Saving is not available here")
+            print(save(action))
             continue
         if action == QUIT or mask[action]:
             return action

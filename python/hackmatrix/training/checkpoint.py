@@ -304,21 +304,19 @@ def set_aside(run_dir: Path, paths: list[Path], why: str) -> Path:
     return folder
 
 
-def has_temp_files(run_dir: Path) -> bool:
+def temp_files(run_dir: Path) -> list[Path]:
+    """The temp files of writes that a kill interrupted."""
     run_dir = Path(run_dir)
-    return run_dir.is_dir() and any(TEMP_FILE_PATTERN.match(entry.name) and entry.is_file()
-                                    for entry in run_dir.iterdir())
+    if not run_dir.is_dir():
+        return []
+    return [entry for entry in run_dir.iterdir()
+            if TEMP_FILE_PATTERN.match(entry.name) and entry.is_file()]
 
 
 def remove_temp_files(run_dir: Path) -> None:
-    """Deletes the temp files of writes that a kill interrupted (only the run's own writer may
-    call this: see RunLock)."""
-    run_dir = Path(run_dir)
-    if not run_dir.is_dir():
-        return
-    for entry in run_dir.iterdir():
-        if TEMP_FILE_PATTERN.match(entry.name) and entry.is_file():
-            entry.unlink(missing_ok=True)
+    """Deletes `temp_files` (only the run's own writer may call this: see RunLock)."""
+    for path in temp_files(run_dir):
+        path.unlink(missing_ok=True)
 
 
 class RunLock:

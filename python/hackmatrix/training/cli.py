@@ -630,6 +630,21 @@ def _prepare_run_dir(run_dir: Path, saved: dict | None, start_update: int,
             f"checkpoint: moved them to {folder}")
 
 
+def _lock_run_dir(run_dir: Path) -> ckpt.RunLock:
+    """The run directory's lock, held: one trainer writes a run at a time (UsageError if another
+    holds it, or if the directory cannot be written)."""
+    lock = ckpt.RunLock(run_dir)
+    try:
+        acquired = lock.acquire()
+    except OSError as error:  # e.g. --checkpoint-dir is a file, or not writable
+        raise UsageError(f"cannot write the run directory {run_dir}: "
+                         f"{error.strerror or error}") from None
+    if not acquired:
+        raise UsageError(f"another trainer (pid {lock.holder()}) is writing {run_dir}; wait for "
+                         "it to end, or choose another --run-name")
+    return lock
+
+
 def _finish_a_cut_short_final_save(run_dir: Path, run_name: str, saved: dict, resume_path: Path,
                                    options: dict, say) -> bool:
     """A kill during a run's final save, after checkpoint_{N}.pkl was written but before the rest
@@ -652,12 +667,9 @@ def _finish_a_cut_short_final_save(run_dir: Path, run_name: str, saved: dict, re
     final = run_dir / ckpt.FINAL_PARAMS_NAME
     # The rotation is part of finishing, not a sign of a kill: a finished run resumed with a
     # smaller --keep-checkpoints is simply finished.
-    if finished and params_file.is_file() and final.is_file() and not ckpt.has_temp_files(run_dir):
+    if finished and params_file.is_file() and final.is_file() and not ckpt.temp_files(run_dir):
         return False
-    lock = ckpt.RunLock(run_dir)
-    if not lock.acquire():
-        raise UsageError(f"another trainer (pid {lock.holder()}) is writing {run_dir}; wait for "
-                         "it to end, or choose another --run-name")
+    lock = _lock_run_dir(run_dir)
     try:
         ckpt.remove_temp_files(run_dir)
         for path in (params_file, final):
@@ -805,15 +817,7 @@ def _train(args, signals: _Signals, cleanup: contextlib.ExitStack) -> int:
             != (obs_dim, num_actions):
         raise ckpt.CheckpointError(f"architecture mismatch: checkpoint network {saved['network']} "
                                    f"but the env has obs_dim={obs_dim} num_actions={num_actions}")
-    lock = ckpt.RunLock(run_dir)
-    try:
-        acquired = lock.acquire()
-    except OSError as error:  # e.g. --checkpoint-dir is a file, or not writable
-        raise UsageError(f"cannot write the run directory {run_dir}: "
-                         f"{error.strerror or error}") from None
-    if not acquired:
-        raise UsageError(f"another trainer (pid {lock.holder()}) is writing {run_dir}; wait for "
-                         "it to end, or choose another --run-name")
+    lock = _lock_run_dir(run_dir)
     cleanup.callback(lock.release)
     if saved is None:
         _check_fresh_run_dir(run_dir)  # under the lock: no other trainer can write it meanwhile
