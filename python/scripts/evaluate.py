@@ -62,7 +62,7 @@ def main(argv=None) -> int:
     parser.add_argument("--seed", type=cli.seed, default=0,
                         help="seed of the boards and of sampling (default 0)")
     parser.add_argument("--max-steps", type=int, default=2000, metavar="N",
-                        help="steps after which an episode is cut off (default: 2000, the "
+                        help="steps after which an episode is cut off (default: %(default)s, the "
                              "training env's episode limit)")
     parser.add_argument("--deterministic", action="store_true",
                         help="checkpoints pick the most probable valid action (default: sample)")

@@ -24,11 +24,12 @@ from hackmatrix.game import constants as C
 from hackmatrix.game import observation
 from hackmatrix.game import transition
 from hackmatrix.game import action_mask
+from hackmatrix.game.env import EnvParams
 
 # `act(params, key, game_state, features, action_mask) -> action`, unbatched.
 ActFunction = Callable[[Any, jax.Array, Any, jax.Array, jax.Array], jax.Array]
 
-DEFAULT_MAX_STEPS = 2000  # the training env's default episode limit (EnvParams)
+DEFAULT_MAX_STEPS = EnvParams.max_steps_in_episode  # the training env's default episode limit
 
 
 class Policy(NamedTuple):

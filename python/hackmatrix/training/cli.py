@@ -924,6 +924,9 @@ def _train(args, signals: _Signals, cleanup: contextlib.ExitStack) -> int:
     save_interval = options["save_interval"]
     save_every_seconds = None if save_interval else options["save_interval_minutes"] * 60
     exit_code = EXIT_OK
+    # Replaced when the session ends; a summary still "running" tells whoever reads it after a
+    # SIGKILL that this session never finished (not that an earlier one completed).
+    M.write_summary(run_dir, summary("running"))
     signals.start_training(console.print)
     try:
         while update < num_updates and signals.signal_name is None:

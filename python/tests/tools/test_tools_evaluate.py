@@ -10,6 +10,7 @@ import pytest
 from conftest import ReaderLeavesAfter, load_script
 from hackmatrix.game import constants as C
 from hackmatrix.game import scenario
+from hackmatrix.game.env import EnvParams
 from hackmatrix.tools import baselines, cli, evaluation, policy
 from hackmatrix.training import checkpoint as ckpt
 
@@ -122,6 +123,15 @@ def test_cli_errors(tmp_path, capsys):
         with pytest.raises(SystemExit) as exit_info:
             evaluate_main(bad_arguments)
         assert exit_info.value.code == cli.EXIT_BAD_ARGUMENTS
+
+
+def test_max_steps_defaults_to_the_training_env_episode_limit(capsys):
+    # The script keeps the number literal so that --help does not import JAX.
+    with pytest.raises(SystemExit):
+        evaluate_main(["--help"])
+    help_text = " ".join(capsys.readouterr().out.split())
+    assert f"(default: {evaluation.DEFAULT_MAX_STEPS}, the training env's" in help_text
+    assert evaluation.DEFAULT_MAX_STEPS == EnvParams().max_steps_in_episode
 
 
 def test_report_names_the_file_loaded(tiny_run, capsys):

@@ -118,10 +118,20 @@ def test_a_finished_run_resumed_has_nothing_to_do_and_changes_nothing(run_copy, 
 
 
 def test_resuming_the_newest_checkpoint_drops_the_copy_of_its_params_in_final_params(
-        run_copy, capsys):
-    # Extending a finished run: its final_params.npz is params_6.npz again, and no longer final.
+        run_copy, capsys, monkeypatch):
+    # Extending a finished run: its final_params.npz is params_6.npz again, and no longer final,
+    # and while it trains its summary no longer says completed (a SIGKILL would leave it so).
+    statuses_while_training = []
+    format_line = M.format_line
+    def reading_format_line(record, *args):
+        summary = json.loads((run_copy / "summary.json").read_text())
+        statuses_while_training.append((summary["status"], summary["update"]))
+        return format_line(record, *args)
+    monkeypatch.setattr(M, "format_line", reading_format_line)
     assert resume(run_copy.parent, "--run-name", "done", "--total-timesteps",
                   str(8 * 16 * (UPDATES + 2)), "--lr", "0") == 0
+    assert statuses_while_training == [("running", UPDATES)]
+    assert json.loads((run_copy / "summary.json").read_text())["status"] == "completed"
     out = capsys.readouterr().out
     assert "[resume] total_timesteps 768 -> 1024: the learning rate now anneals to 0 at 1024" in out
     assert not (run_copy / ckpt.SET_ASIDE_DIR).exists()
