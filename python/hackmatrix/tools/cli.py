@@ -177,7 +177,8 @@ def _object_without_duplicate_keys(pairs):
     result = {}
     for key, value in pairs:
         if key in result:
-            raise _DuplicateKey(f"{key}: appears twice in one object")
+            shown = (key if key.isprintable() else repr(key))[:60]
+            raise _DuplicateKey(f"{shown}: appears twice in one object")
         result[key] = value
     return result
 
@@ -208,6 +209,8 @@ def load_scenario(path: str):
         raise ToolError(f"{path}: {error}", EXIT_BAD_ARGUMENTS) from None
     except RecursionError:
         raise ToolError(f"{path}: nested too deeply to be a scenario", EXIT_BAD_ARGUMENTS) from None
+    except ValueError as error:  # e.g. a number of over 4300 digits, which Python will not read
+        raise ToolError(f"{path}: invalid JSON: {error}", EXIT_BAD_ARGUMENTS) from None
     try:
         return scenario.from_dict(data)
     except ValueError as error:
