@@ -83,12 +83,12 @@ def run_episodes(policy: Policy, key: jax.Array, num_episodes: int,
     policy's batched action is another; a Python loop alternates them. Compiling the game step
     dominates start-up, so evaluating several policies compiles it once, not once per policy.
     """
-    batch = _start(key, num_episodes)
+    batch = _compiled(_start, static_argnums=1)(key, num_episodes)
     act = _batched_act(policy.act)
     for t in range(max_steps):
         actions = act(policy.params, batch.act_keys, batch.states, batch.features,
                       batch.action_masks)
-        batch = _advance(batch, actions)
+        batch = _compiled(_advance)(batch, actions)
         # Checking for the end forces a device sync, so look only every few steps.
         if t % _END_CHECK_INTERVAL == _END_CHECK_INTERVAL - 1 and not bool(batch.running.any()):
             break
@@ -101,16 +101,21 @@ _END_CHECK_INTERVAL = 16
 
 
 @functools.lru_cache(maxsize=None)
-def _batched_act(act: ActFunction):
-    return jax.jit(jax.vmap(act, in_axes=(None, 0, 0, 0, 0)),
+def _compiled(function, static_argnums=()):
+    """`jax.jit` with the CPU compile options, made on first use (they need JAX's backend)."""
+    return jax.jit(function, static_argnums=static_argnums,
                    compiler_options=xla_options.compiler_options())
+
+
+@functools.lru_cache(maxsize=None)
+def _batched_act(act: ActFunction):
+    return _compiled(jax.vmap(act, in_axes=(None, 0, 0, 0, 0)))
 
 
 def _split(key, count):
     return jax.random.split(key, count)
 
 
-@functools.partial(jax.jit, static_argnums=1)
 def _start(key, num_episodes) -> _Batch:
     reset_key, act_key, loop_key = jax.random.split(key, 3)
     states, _ = jax.vmap(transition.reset)(_split(reset_key, num_episodes))
@@ -125,7 +130,6 @@ def _start(key, num_episodes) -> _Batch:
         invalid_action=false, action_counts=jnp.zeros((num_episodes, C.NUM_ACTIONS), jnp.int32))
 
 
-@jax.jit
 def _advance(batch: _Batch, actions) -> _Batch:
     """One step of every game; finished episodes keep their final numbers while their games
     keep stepping unseen (fixed shapes under vmap)."""
