@@ -32,6 +32,7 @@ import numpy as np
 from hackmatrix.game import constants as C
 from hackmatrix.game import history
 from hackmatrix.game import state as S
+from hackmatrix.messages import name_shown, shown
 
 _BLOCK_CONTENT = {"data": C.DATA_BLOCK, "program": C.PROGRAM_BLOCK, "question": C.QUESTION_BLOCK}
 _HIDDEN_DEFAULTS = {
@@ -78,30 +79,12 @@ def _fail(path: str, message: str):
     raise ValueError(f"{path}: {message}")
 
 
-_SHOWN_LENGTH = 60
-
-
-def _shown(value) -> str:
-    """`repr(value)` for an error message: one line of at most ~60 characters, and never an error
-    itself (Python refuses to print an integer of over 4300 digits; deep nesting overflows)."""
-    try:
-        text = repr(value)
-    except (ValueError, RecursionError):
-        return f"<{type(value).__name__} too large to show>"
-    return text if len(text) <= _SHOWN_LENGTH else f"{text[:_SHOWN_LENGTH - 3]}..."
-
-
-def _field_name(name) -> str:
-    """A key as it appears in an error's field path: quoted unless printable text."""
-    return name if isinstance(name, str) and name.isprintable() else _shown(name)
-
-
 def _mapping(value, path: str, allowed: set[str]) -> dict:
     if not isinstance(value, dict):
         _fail(path or "scenario", f"expected an object, got {type(value).__name__}")
     for name in value:
         if name not in allowed:
-            _fail(f"{path}.{_field_name(name)}" if path else _field_name(name), "unknown field")
+            _fail(f"{path}.{name_shown(name)}" if path else name_shown(name), "unknown field")
     return value
 
 
@@ -117,23 +100,23 @@ _INT32 = np.iinfo(np.int32)
 def _int(value, path: str) -> int:
     # JSON has one number type: accept integral floats (3.0) but not 3.5, strings or booleans.
     if isinstance(value, (bool, np.bool_)):
-        _fail(path, f"expected an integer, got boolean {_shown(value)}")
+        _fail(path, f"expected an integer, got boolean {shown(value)}")
     if isinstance(value, numbers.Integral):
         number = int(value)
     elif isinstance(value, numbers.Real) and float(value).is_integer():
         number = int(value)
     else:
-        _fail(path, f"expected an integer, got {_shown(value)}")
+        _fail(path, f"expected an integer, got {shown(value)}")
     # The state holds int32: a wider value would fail later with no field named.
     if not _INT32.min <= number <= _INT32.max:
-        _fail(path, f"{_shown(number)} does not fit in 32 bits ({_INT32.min} to {_INT32.max})")
+        _fail(path, f"{shown(number)} does not fit in 32 bits ({_INT32.min} to {_INT32.max})")
     return number
 
 
 def _bool(value, path: str) -> bool:
     if isinstance(value, (bool, np.bool_)):
         return bool(value)
-    _fail(path, f"expected true or false, got {_shown(value)}")
+    _fail(path, f"expected true or false, got {shown(value)}")
 
 
 def _get(entry: dict, name: str, path: str, parse, default=None, required=False):
@@ -162,7 +145,7 @@ def _enemy_type(value, path: str) -> int:
     # A.1: enemy types are case-insensitive.
     if isinstance(value, str) and value.lower() in C.ENEMY_TYPE_NAMES:
         return C.ENEMY_TYPE_NAMES.index(value.lower())
-    _fail(path, f"unknown enemy type {_shown(value)}")
+    _fail(path, f"unknown enemy type {shown(value)}")
 
 
 def _program(value, path: str) -> int:
@@ -170,10 +153,10 @@ def _program(value, path: str) -> int:
     if isinstance(value, str):
         index = program_from_name(value)
         if index is None:
-            _fail(path, f"unknown program {_shown(value)}")
+            _fail(path, f"unknown program {shown(value)}")
         return index
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
-        _fail(path, f"expected a program name or action index 5-27, got {_shown(value)}")
+        _fail(path, f"expected a program name or action index 5-27, got {shown(value)}")
     action = _int(value, path)
     if not C.FIRST_PROGRAM_ACTION <= action < C.NUM_ACTIONS:
         _fail(path, f"program action index must be 5-27, got {action}")
@@ -292,7 +275,7 @@ def from_dict(d: dict, key=None) -> S.GameState:
         block_type = _get(entry, "type", path, lambda v, p: v, required=True)
         if not isinstance(block_type, str) or block_type not in _BLOCK_CONTENT:
             # exact lower-case names only
-            _fail(f"{path}.type", f"unknown block type {_shown(block_type)}")
+            _fail(f"{path}.type", f"unknown block type {shown(block_type)}")
         block_points = _get(entry, "points", path, _non_negative, default=0)
         block_program = _get(entry, "program", path, _program)
         is_siphoned = _get(entry, "siphoned", path, _bool, default=False)

@@ -23,6 +23,7 @@ from hackmatrix import interrupts, stdout_reader
 # The tools read the exit codes as cli.EXIT_...
 from hackmatrix.exit_codes import (  # noqa: F401
     EXIT_BAD_ARGUMENTS, EXIT_BAD_CHECKPOINT, EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK)
+from hackmatrix.messages import name_shown
 from hackmatrix.training.config import MAX_SEED
 
 EXIT_CODES_HELP = """exit codes:
@@ -177,8 +178,7 @@ def _object_without_duplicate_keys(pairs):
     result = {}
     for key, value in pairs:
         if key in result:
-            shown = (key if key.isprintable() else repr(key))[:60]
-            raise _DuplicateKey(f"{shown}: appears twice in one object")
+            raise _DuplicateKey(f"{name_shown(key)}: appears twice in one object")
         result[key] = value
     return result
 

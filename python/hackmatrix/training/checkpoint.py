@@ -15,13 +15,16 @@ import math
 import os
 import pickle
 import re
+import sys
 import tempfile
 import zipfile
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, NamedTuple
 
 import numpy as np
+
+from hackmatrix.messages import shown
 
 FORMAT_VERSION = 1
 CHECKPOINT_PATTERN = re.compile(r"^checkpoint_(\d+)\.pkl$")
@@ -185,6 +188,25 @@ def load_checkpoint(path: Path) -> dict:
     return state
 
 
+class _Unreadable(NamedTuple):
+    error_name: str
+
+
+def _unpickled(file) -> Any:
+    """The object pickled in `file`, or _Unreadable. pickle raises many types on truncated or
+    foreign files; the error is dropped here, with the hook that prints what the interpreter
+    reports meanwhile: freeing a bytearray that a corrupt BYTEARRAY8 opcode sized past memory
+    prints a SystemError line (CPython 3.11-3.13), which would break the one-line error."""
+    excepthook, sys.excepthook = sys.excepthook, lambda *report: None
+    try:
+        with file:
+            return pickle.load(file)
+    except Exception as error:
+        return _Unreadable(type(error).__name__)  # `error` and its frames are freed right here
+    finally:
+        sys.excepthook = excepthook
+
+
 def read_checkpoint(path: Path) -> dict:
     """A training checkpoint's state dict, checked as far as reading its policy needs (its
     network and counters; not the training config, which older versions checked less
@@ -199,12 +221,10 @@ def read_checkpoint(path: Path) -> dict:
         f = open(path, "rb")
     except OSError as error:
         raise CheckpointError(f"cannot open checkpoint {path}: {error.strerror}") from None
-    try:
-        with f:
-            state = pickle.load(f)
-    except Exception as error:  # pickle raises many types on truncated or foreign files
+    state = _unpickled(f)
+    if isinstance(state, _Unreadable):
         raise CheckpointError(f"cannot read checkpoint {path}: truncated, or not a checkpoint "
-                              f"({type(error).__name__})") from None
+                              f"({state.error_name})")
     if not isinstance(state, dict):
         raise CheckpointError(f"{path} is not a HackMatrix training checkpoint")
     missing = [key for key in REQUIRED_KEYS if key not in state]
@@ -213,8 +233,10 @@ def read_checkpoint(path: Path) -> dict:
                               f"its {len(REQUIRED_KEYS)} keys are missing)")
     if missing:
         raise CheckpointError(f"{path} is not a HackMatrix training checkpoint (missing {missing})")
-    if state["format_version"] != FORMAT_VERSION:
-        raise CheckpointError(f"{path} has format version {state['format_version']}, "
+    version = state["format_version"]
+    if not (isinstance(version, int) and not isinstance(version, bool)
+            and version == FORMAT_VERSION):
+        raise CheckpointError(f"{path} has format version {shown(version)}, "
                               f"this code reads version {FORMAT_VERSION}")
     _check_fields(path, state)
     return state
@@ -233,26 +255,34 @@ def _check_fields(path: Path, state: dict) -> None:
         raise CheckpointError(f"{path} is corrupt: its config is not a dict")
     for key in ("update", "timesteps"):
         if not count(state[key]):
-            raise CheckpointError(f"{path} is corrupt: {key} is {state[key]!r}")
+            raise CheckpointError(f"{path} is corrupt: {key} is {shown(state[key])}")
 
 
 def _check_resume_fields(path: Path, state: dict) -> None:
     """The fields a resume reads before it builds anything (the arrays are checked against the
     fresh runner's layout when it is built)."""
+    import dataclasses
+
     from hackmatrix.training.config import ConfigError, TrainConfig, validate
 
+    # A missing field would take today's default, which need not be the one the run trained
+    # with (lr's default has changed). num_devices came later: absent, the run had one device.
+    missing = sorted({field.name for field in dataclasses.fields(TrainConfig)}
+                     - set(state["config"]) - {"num_devices"})
+    if missing:
+        raise CheckpointError(f"{path} is corrupt: its config lacks {', '.join(missing)}")
     try:
         validate(TrainConfig.from_dict(state["config"]))
     except (ConfigError, TypeError, ValueError) as error:
         raise CheckpointError(f"{path} is corrupt: its config is invalid ({_one_line(error)})") from None
     explicit = state.get("explicit_config", [])
     if not (isinstance(explicit, (list, tuple)) and all(isinstance(name, str) for name in explicit)):
-        raise CheckpointError(f"{path} is corrupt: explicit_config is {explicit!r}")
+        raise CheckpointError(f"{path} is corrupt: explicit_config is {shown(explicit)}")
     if not isinstance(state.get("run_name"), (str, type(None))):
-        raise CheckpointError(f"{path} is corrupt: run_name is {state['run_name']!r}")
+        raise CheckpointError(f"{path} is corrupt: run_name is {shown(state['run_name'])}")
     if not _is_finite_number(state["schedule_timesteps"]):
         raise CheckpointError(f"{path} is corrupt: schedule_timesteps is "
-                              f"{state['schedule_timesteps']!r}")
+                              f"{shown(state['schedule_timesteps'])}")
 
 
 def _is_finite_number(value) -> bool:

@@ -267,14 +267,25 @@ def _restore_leaves(template, leaves, what: str):
     import jax
     import jax.numpy as jnp
     template_leaves, treedef = jax.tree.flatten(template)
-    if not isinstance(leaves, (list, tuple)) or len(leaves) != len(template_leaves) or any(
-            np.shape(saved) != np.shape(fresh) for saved, fresh in zip(leaves, template_leaves)):
+    if not isinstance(leaves, (list, tuple)) or len(leaves) != len(template_leaves):
         raise ckpt.CheckpointError(f"checkpoint {what} does not match this build's layout")
     try:
-        restored = [jnp.asarray(saved, dtype=fresh.dtype)
-                    for saved, fresh in zip(leaves, template_leaves)]
-    except (TypeError, ValueError) as error:
+        saved_arrays = [np.asarray(saved) for saved in leaves]
+    except (TypeError, ValueError, OverflowError) as error:  # e.g. ragged nested lists
         raise ckpt.CheckpointError(f"checkpoint {what} is corrupt ({type(error).__name__})") from None
+    restored = []
+    for saved, fresh in zip(saved_arrays, template_leaves):
+        if saved.shape != np.shape(fresh):
+            raise ckpt.CheckpointError(f"checkpoint {what} does not match this build's layout")
+        # What this code saves: numbers, integers exactly where the state holds integers (not
+        # text, objects, complex values, or floats or wrapped values in an integer leaf).
+        exact = np.dtype(fresh.dtype).kind in "biu"
+        if saved.dtype.kind not in ("biu" if exact else "biuf"):
+            raise ckpt.CheckpointError(f"checkpoint {what} is corrupt (values of type {saved.dtype})")
+        value = saved.astype(fresh.dtype)
+        if exact and not np.array_equal(value, saved):
+            raise ckpt.CheckpointError(f"checkpoint {what} is corrupt (values out of range)")
+        restored.append(jnp.asarray(value))
     return jax.tree.unflatten(treedef, restored)
 
 
@@ -289,6 +300,9 @@ def _restore_runner(fresh, saved: dict, config: TrainConfig, keep_optimizer: boo
     try:
         params = _restore_leaves(fresh.train.params, jax.tree.leaves(saved["params"]), "params")
     except ckpt.CheckpointError:
+        recorded = (saved["network"]["hidden_dim"], saved["network"]["num_layers"])
+        if recorded == (config.hidden_dim, config.num_layers):
+            raise  # the network fits: its params are what is wrong
         raise ckpt.CheckpointError(
             f"architecture mismatch: checkpoint network {saved['network']} does not fit "
             f"hidden_dim={config.hidden_dim} num_layers={config.num_layers}") from None
@@ -552,8 +566,8 @@ def _options_problem(options: dict) -> str | None:
     def whole(value):
         return isinstance(value, int) and not isinstance(value, bool)
     minutes = options["save_interval_minutes"]
-    if not ((whole(minutes) or isinstance(minutes, float)) and minutes >= 0
-            and math.isfinite(minutes)):
+    # Compared, not math.isfinite: that overflows on a whole number too large for a float.
+    if not ((whole(minutes) or isinstance(minutes, float)) and 0 <= minutes < math.inf):
         return f"--save-interval-minutes must be a finite number >= 0, got {minutes!r}"
     if not (whole(options["keep_checkpoints"]) and options["keep_checkpoints"] >= 0):
         return f"--keep-checkpoints must be a whole number >= 0, got {options['keep_checkpoints']!r}"
@@ -711,6 +725,18 @@ def _check_run_name(name: str | None) -> None:
                          "separators, not '.' or '..'): runs live in --checkpoint-dir")
 
 
+@contextlib.contextmanager
+def _naming_the_checkpoint(path: Path):
+    """Checkpoint errors found after loading (the arrays against this build's layout, the run
+    options, the network against the env) name the file, as the loader's own errors do."""
+    try:
+        yield
+    except ckpt.CheckpointError as error:
+        if str(path) in str(error):
+            raise
+        raise ckpt.CheckpointError(f"{path}: {error}") from None
+
+
 def _train(args, signals: _Signals, cleanup: contextlib.ExitStack) -> int:
     session_start = time.perf_counter()
     say = print
@@ -720,6 +746,7 @@ def _train(args, signals: _Signals, cleanup: contextlib.ExitStack) -> int:
         resume_path = ckpt.find_resume_checkpoint(args.resume or None, Path(args.checkpoint_dir),
                                                   args.run_name)
         saved = ckpt.load_checkpoint(resume_path)
+        cleanup.enter_context(_naming_the_checkpoint(resume_path))
     options = run_options(args, saved)
     cache_dir = enable_compilation_cache()
     import jax
@@ -828,7 +855,8 @@ def _train(args, signals: _Signals, cleanup: contextlib.ExitStack) -> int:
     if saved is not None and saved.get("metrics_window") is not None:
         try:
             window_seconds = window.restore(saved["metrics_window"])
-        except (KeyError, TypeError, ValueError, AttributeError) as error:
+        except (KeyError, TypeError, ValueError, AttributeError, IndexError,
+                OverflowError) as error:
             raise ckpt.CheckpointError(f"{resume_path} is corrupt: its metrics window "
                                        f"({error})") from None
 

@@ -211,12 +211,17 @@ def required_fields(spec: Obj, entry: dict) -> frozenset:
 
 
 def path_text(path) -> str:
-    """("enemies", 2, "hp") -> "enemies[2].hp"; the scenario itself is "scenario"."""
+    """("enemies", 2, "hp") -> "enemies[2].hp"; the scenario itself is "scenario". A key that is
+    empty or not printable text is quoted, so that the message shows it."""
     if not path:
         return "scenario"
     text = ""
     for token in path:
-        text += f"[{token}]" if isinstance(token, int) else f".{token}" if text else token
+        if isinstance(token, int):
+            text += f"[{token}]"
+            continue
+        name = token if token and token.isprintable() else repr(token)
+        text += f".{name}" if text else name
     return text
 
 

@@ -1,0 +1,22 @@
+"""How a bad value appears in a one-line error message."""
+
+SHOWN_LENGTH = 60
+
+
+def shown(value) -> str:
+    """`repr(value)` on one line of at most ~60 characters, and never an error itself: Python
+    refuses to print an integer of over 4300 digits, deep nesting overflows `repr`, and an
+    array's repr spans lines."""
+    try:
+        text = " ".join(repr(value).split())
+    except (ValueError, RecursionError):
+        return f"<{type(value).__name__} too large to show>"
+    return text if len(text) <= SHOWN_LENGTH else f"{text[:SHOWN_LENGTH - 3]}..."
+
+
+def name_shown(name) -> str:
+    """A key or field name in a message: as it is when it is short printable text, else
+    `shown` (quoted, so a line break or an empty name is visible)."""
+    if isinstance(name, str) and name.isprintable() and 0 < len(name) <= SHOWN_LENGTH:
+        return name
+    return shown(name)
