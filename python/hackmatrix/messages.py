@@ -20,3 +20,12 @@ def name_shown(name) -> str:
     if isinstance(name, str) and name.isprintable() and 0 < len(name) <= SHOWN_LENGTH:
         return name
     return shown(name)
+
+
+def one_line(text: str) -> str:
+    """`text` with its line breaks and other control characters escaped (a user's path or
+    name may hold them), so that an error message stays one line."""
+    if text.isprintable():
+        return text
+    return "".join(char if char.isprintable() or char == " " else repr(char)[1:-1]
+                   for char in text)

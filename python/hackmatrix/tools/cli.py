@@ -23,7 +23,7 @@ from hackmatrix import interrupts, stdout_reader
 # The tools read the exit codes as cli.EXIT_...
 from hackmatrix.exit_codes import (  # noqa: F401
     EXIT_BAD_ARGUMENTS, EXIT_BAD_CHECKPOINT, EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK)
-from hackmatrix.messages import name_shown
+from hackmatrix.messages import name_shown, one_line
 from hackmatrix.training.config import MAX_SEED
 
 EXIT_CODES_HELP = """exit codes:
@@ -53,10 +53,11 @@ class ArgumentParser(argparse.ArgumentParser):
     def __init__(self, **kwargs):
         kwargs.setdefault("formatter_class", argparse.RawDescriptionHelpFormatter)
         kwargs.setdefault("epilog", EXIT_CODES_HELP)
+        kwargs.setdefault("allow_abbrev", False)  # full flag names only, as --help shows them
         super().__init__(**kwargs)
 
     def error(self, message):
-        print(f"{self.prog}: error: {message}", file=sys.stderr)
+        print(f"{self.prog}: error: {one_line(message)}", file=sys.stderr)
         sys.exit(EXIT_BAD_ARGUMENTS)
 
 
@@ -140,7 +141,7 @@ def run_main(prog: str, body) -> int:
         with stdout_reader.standard_streams(), interrupts.signals_raise():
             body()
     except ToolError as error:
-        print(f"{prog}: error: {error}", file=sys.stderr)
+        print(f"{prog}: error: {one_line(str(error))}", file=sys.stderr)
         return error.exit_code
     except KeyboardInterrupt as interrupt:
         name = (interrupt.signal_name if isinstance(interrupt, interrupts.Interrupted)

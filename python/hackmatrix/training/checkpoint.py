@@ -396,7 +396,18 @@ def find_resume_checkpoint(resume: str | None, checkpoint_dir: Path, run_name: s
 
     PATH may be a .pkl or a run directory. Without PATH: the newest checkpoint of `run_name`, or
     else of the run directory in `checkpoint_dir` whose newest checkpoint is the most recent.
+    A path the system refuses to look at (a name too long, a loop of links) is a
+    CheckpointError too.
     """
+    try:
+        return _find_resume_checkpoint(resume, checkpoint_dir, run_name)
+    except OSError as error:
+        where = error.filename if error.filename is not None else resume or checkpoint_dir
+        raise CheckpointError(f"cannot look for a checkpoint at {where}: "
+                              f"{error.strerror or error}") from None
+
+
+def _find_resume_checkpoint(resume, checkpoint_dir, run_name) -> Path:
     if resume:
         target = Path(resume)
         if target.is_dir():

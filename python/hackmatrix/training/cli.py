@@ -25,6 +25,7 @@ import numpy as np
 from hackmatrix import interrupts, stdout_reader, xla_options
 from hackmatrix.exit_codes import (
     EXIT_BAD_ARGUMENTS, EXIT_BAD_CHECKPOINT, EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK)
+from hackmatrix.messages import one_line
 from hackmatrix.training import checkpoint as ckpt
 from hackmatrix.training import devices
 from hackmatrix.training import metrics as M
@@ -44,6 +45,11 @@ class NonFiniteLoss(Exception):
 
 
 class _Parser(argparse.ArgumentParser):
+    def __init__(self, **kwargs):
+        # Full flag names only: an abbreviation (--checkpoint for --checkpoint-dir) would change
+        # meaning, or stop working, whenever a flag is added.
+        super().__init__(allow_abbrev=False, **kwargs)
+
     def error(self, message):  # argparse would exit 2; bad arguments are exit 3 here
         raise UsageError(message)
 
@@ -281,7 +287,8 @@ def _restore_leaves(template, leaves, what: str):
         # text, objects, complex values, or floats or wrapped values in an integer leaf).
         exact = np.dtype(fresh.dtype).kind in "biu"
         if saved.dtype.kind not in ("biu" if exact else "biuf"):
-            raise ckpt.CheckpointError(f"checkpoint {what} is corrupt (values of type {saved.dtype})")
+            raise ckpt.CheckpointError(
+                f"checkpoint {what} is corrupt (values of type {saved.dtype})")
         value = saved.astype(fresh.dtype)
         if exact and not np.array_equal(value, saved):
             raise ckpt.CheckpointError(f"checkpoint {what} is corrupt (values out of range)")
@@ -498,7 +505,7 @@ def main(argv=None) -> int:
     try:
         args = build_parser().parse_args(argv)
     except UsageError as error:
-        print(f"error: bad arguments: {error}", file=sys.stderr)
+        print(f"error: bad arguments: {one_line(str(error))}", file=sys.stderr)
         return EXIT_BAD_ARGUMENTS
     except SystemExit as exit_request:  # --help
         return int(exit_request.code or 0)
@@ -515,10 +522,10 @@ def _main(args) -> int:
         with interrupts.signals_raise(signals.handle), contextlib.ExitStack() as cleanup:
             return _train(args, signals, cleanup)
     except (UsageError, ConfigError) as error:
-        print(f"error: bad arguments: {error}", file=sys.stderr)
+        print(f"error: bad arguments: {one_line(str(error))}", file=sys.stderr)
         return EXIT_BAD_ARGUMENTS
     except ckpt.CheckpointError as error:
-        print(f"error: checkpoint: {error}", file=sys.stderr)
+        print(f"error: checkpoint: {one_line(str(error))}", file=sys.stderr)
         return EXIT_BAD_CHECKPOINT
     except KeyboardInterrupt:
         print(f"[exit] interrupted by {signals.signal_name or 'SIGINT'} during set-up, before "
@@ -1016,7 +1023,7 @@ def _train(args, signals: _Signals, cleanup: contextlib.ExitStack) -> int:
     except NonFiniteLoss as error:
         kept = f"last good checkpoint: {last_checkpoint}" if last_checkpoint else "no checkpoint saved yet"
         M.write_summary(run_dir, {**summary("failed"), "error": str(error)})
-        print(f"error: {error}; stopped without saving ({kept})", file=sys.stderr)
+        print(f"error: {one_line(str(error))}; stopped without saving ({kept})", file=sys.stderr)
         exit_code = EXIT_FAILURE
         return exit_code
     except BaseException:

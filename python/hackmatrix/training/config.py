@@ -9,12 +9,17 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from hackmatrix.messages import shown
+
 # Auto-scaling reference (specs/training.md): 256 envs x 128 steps, 4 minibatches x 4 epochs.
 REFERENCE_BATCH_SIZE = 256 * 128
 TARGET_MINIBATCH_SIZE = 8192
 TARGET_GRADIENT_STEPS = 32
 MAX_UPDATES_PER_CHUNK = 10
 MAX_SEED = 2**32 - 1
+# Counts and the batch index int32 arrays; the learning-rate schedule computes in float32.
+MAX_COUNT = 2**31 - 1
+MAX_FLOAT32 = float(np.finfo(np.float32).max)
 
 
 class ConfigError(ValueError):
@@ -105,7 +110,7 @@ def auto_scale_for_batch_size(config: TrainConfig,
     Values named in `explicit` (set by the user) are never changed. Returns the new config and a
     {field: (old, new)} dict of what changed.
     """
-    if config.batch_size <= REFERENCE_BATCH_SIZE:
+    if not REFERENCE_BATCH_SIZE < config.batch_size <= MAX_COUNT:  # `validate` refuses larger
         return config, {}
     changes = {}
     num_minibatches = config.num_minibatches
@@ -161,6 +166,13 @@ def validate(config: TrainConfig) -> None:
     for name in positive_ints:
         if getattr(config, name) < 1:
             raise ConfigError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(config, name)}")
+        limit = MAX_FLOAT32 if name == "total_timesteps" else MAX_COUNT
+        if getattr(config, name) > limit:
+            raise ConfigError(f"--{name.replace('_', '-')} must be at most {limit:.4g}, got "
+                              f"{shown(getattr(config, name))}")
+    if config.batch_size > MAX_COUNT:
+        raise ConfigError(f"batch size {config.batch_size} (num_envs {config.num_envs} x num_steps "
+                          f"{config.num_steps}) is over {MAX_COUNT}")
     if config.batch_size % config.num_minibatches:
         raise ConfigError(f"batch size {config.batch_size} (num_envs {config.num_envs} x num_steps "
                           f"{config.num_steps}) is not divisible by num_minibatches "
@@ -175,14 +187,15 @@ def validate(config: TrainConfig) -> None:
     for name in ("gamma", "gae_lambda"):
         if not 0.0 <= getattr(config, name) <= 1.0:
             raise ConfigError(f"--{name.replace('_', '-')} must be in [0, 1], got {getattr(config, name)}")
+    # Finite in float32, the precision the update computes in.
     for name in ("lr", "ent_coef", "vf_coef"):
         value = getattr(config, name)
-        if not (value >= 0.0 and math.isfinite(value)):
+        if not 0.0 <= value <= MAX_FLOAT32:
             raise ConfigError(f"--{name.replace('_', '-')} must be a finite number >= 0, got {value}")
     # 0 would freeze the policy: every ratio clipped, or every gradient scaled to nothing.
     for name in ("clip_eps", "max_grad_norm"):
         value = getattr(config, name)
-        if not (value > 0.0 and math.isfinite(value)):
+        if not 0.0 < value <= MAX_FLOAT32:
             raise ConfigError(f"--{name.replace('_', '-')} must be a finite number > 0, got {value}")
     if not 0 <= config.seed <= MAX_SEED:
         raise ConfigError(f"--seed must be in [0, {MAX_SEED}] (JAX's PRNGKey takes 32 bits), "
