@@ -24,6 +24,7 @@ import re
 import shlex
 import sys
 
+from hackmatrix.messages import shown
 from hackmatrix.tools import cli
 
 EXIT_CODES_HELP = """exit codes:
@@ -75,14 +76,16 @@ def parse_command(text: str):
     if command in DIRECTION_COMMANDS:
         return DIRECTION_COMMANDS[command]
     if re.fullmatch(r"[+-]?[0-9]+", command):  # not str.isdigit: it takes "²", and "--5"
-        action = int(command)
-        if 0 <= action < C.NUM_ACTIONS:
-            return action
-        raise CommandError(f"No action {action}: action numbers are 0-{C.NUM_ACTIONS - 1}")
+        # Python will not read a number of over 4300 digits; none of those is an action.
+        number = int(command) if len(command) <= 60 else None
+        if number is not None and 0 <= number < C.NUM_ACTIONS:
+            return number
+        raise CommandError(f"No action {shown(command) if number is None else number}: action "
+                           f"numbers are 0-{C.NUM_ACTIONS - 1}")
     program = scenario.program_from_name(command)
     if program is None:
-        raise CommandError(f"Unknown command {text.strip()!r}: use w/a/s/d, x, a program name, "
-                           f"an action number (0-{C.NUM_ACTIONS - 1}) or q")
+        raise CommandError(f"Unknown command {shown(text.strip())}: use w/a/s/d, x, a program "
+                           f"name, an action number (0-{C.NUM_ACTIONS - 1}) or q")
     return C.FIRST_PROGRAM_ACTION + program
 
 
@@ -266,10 +269,14 @@ def main(argv=None) -> int:
 
         key = jax.random.PRNGKey(args.seed)
         key, reset_key = jax.random.split(key)
-        if args.scenario:
+        if args.scenario is not None:
             state = cli.load_scenario(args.scenario)
         else:
             state, _ = game.reset(reset_key)
+        # A byte the encoding cannot read is kept as Python keeps it in file names (so that
+        # `save` can name any file), not a crash: it makes an unknown command otherwise.
+        if getattr(sys.stdin, "errors", None) == "strict" and hasattr(sys.stdin, "reconfigure"):
+            sys.stdin.reconfigure(errors="surrogateescape")
         play(state, key, color=sys.stdout.isatty() and not args.no_color,
              scenario_path=args.scenario)
 

@@ -58,7 +58,7 @@ def main(argv=None) -> int:
 
         from hackmatrix.tools import policy, viewer
 
-        start_state = cli.load_scenario(args.scenario) if args.scenario else None
+        start_state = cli.load_scenario(args.scenario) if args.scenario is not None else None
         loaded = policy.load_policy(args.checkpoint or policy.latest_checkpoint(args.checkpoint_dir))
 
         # Escape sequences only for a terminal and never with --no-color; in step mode the

@@ -24,7 +24,7 @@ from hackmatrix import interrupts, stdout_reader
 from hackmatrix.exit_codes import (  # noqa: F401
     EXIT_BAD_ARGUMENTS, EXIT_BAD_CHECKPOINT, EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK)
 from hackmatrix.messages import name_shown, one_line
-from hackmatrix.training.config import MAX_SEED
+from hackmatrix.training.config import MAX_COUNT, MAX_SEED  # noqa: F401  (the tools' bounds)
 
 EXIT_CODES_HELP = """exit codes:
   0  ok
@@ -99,6 +99,14 @@ def check_output_file(path: str, flag: str, inputs=()) -> pathlib.Path:
     (an existing file is untouched)."""
     if not path:
         raise ToolError(f"{flag}: the path is empty", EXIT_BAD_ARGUMENTS)
+    try:
+        return _checked_output_file(path, flag, inputs)
+    except (OSError, ValueError) as error:  # a name too long, a NUL byte: no such file can be
+        detail = error.strerror if isinstance(error, OSError) else error   # made
+        raise ToolError(f"{flag} {path}: cannot be written ({detail})", EXIT_BAD_ARGUMENTS) from None
+
+
+def _checked_output_file(path: str, flag: str, inputs) -> pathlib.Path:
     output = pathlib.Path(path)
     folder = output.parent
     if output.is_dir():
@@ -194,6 +202,8 @@ def load_scenario(path: str):
 
     from hackmatrix.game import scenario
 
+    if not path:
+        raise ToolError("--scenario: the path is empty", EXIT_BAD_ARGUMENTS)
     try:
         with open(path, encoding="utf-8") as file:
             text = file.read()

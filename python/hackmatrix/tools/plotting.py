@@ -65,8 +65,8 @@ def read_metrics(run_dir: str | pathlib.Path) -> list[dict]:
             for line in handle:
                 try:
                     record = json.loads(line)
-                except json.JSONDecodeError:
-                    continue
+                except (ValueError, RecursionError):  # not JSON, a number of over 4300 digits,
+                    continue                           # nesting past the recursion limit
                 if isinstance(record, dict):
                     records.append(record)
     except OSError as error:
@@ -85,9 +85,13 @@ def _x_axis(records: list[dict]) -> tuple[str, str]:
 
 
 def _number(value):
+    """A plottable number, or None (JSON's integers can be too large for a float)."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
-    return value if math.isfinite(value) else None
+    try:
+        return value if math.isfinite(value) else None
+    except OverflowError:
+        return None
 
 
 def _series(records: list[dict], x_key: str, key: str):
@@ -161,8 +165,12 @@ def plot_run(run_dir: str | pathlib.Path, output: str | pathlib.Path) -> int:
         reward_ax.set_yscale("symlog", linthresh=1e-3)
         reward_ax.legend(fontsize=6, loc="center left", bbox_to_anchor=(1.0, 0.5))
 
-    last_x = records[-1].get(x_key, len(records) - 1) if x_key else len(records) - 1
-    figure.suptitle(f"{run_name(run_dir)}: {records_text(len(records))}, last {x_label} {last_x}")
+    # The newest x that is a number (a record's text is never drawn: matplotlib would read
+    # "$...$" in it as a formula), and the run's name as plain text for the same reason.
+    xs = [_number(record.get(x_key)) for record in records] if x_key else range(len(records))
+    last_x = next((x for x in reversed(xs) if x is not None), len(records) - 1)
+    title = f"{run_name(run_dir)}: {records_text(len(records))}, last {x_label} {last_x}"
+    figure.suptitle(title.replace("$", r"\$"))
     figure.tight_layout()
     # An explicit format: matplotlib otherwise picks it from the extension and, with none,
     # appends ".png" to the name. The file appears complete or not at all.
