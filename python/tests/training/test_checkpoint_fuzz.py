@@ -358,18 +358,17 @@ def byte_variants(rng: random.Random) -> list[Variant]:
             return flipped(original.checkpoint_bytes, offsets[int(fraction * len(offsets))], mask)
         variants.append(Variant(f"checkpoint_opcode_flip_{number:02}", checkpoint_file(flip),
                                 REFUSED_OR_ACCEPTED, REFUSED_OR_ACCEPTED))
-    for number in range(4):
+
+    def flip_anywhere_in(field: str):
         def flip(original, fraction=rng.random(), mask=rng.randrange(1, 256)):
-            data = original.checkpoint_bytes
+            data = getattr(original, field)
             return flipped(data, int(fraction * len(data)), mask)
-        variants.append(Variant(f"checkpoint_flip_{number:02}", checkpoint_file(flip),
-                                REFUSED_OR_ACCEPTED, REFUSED_OR_ACCEPTED))
-    for number in range(24):
-        def flip(original, fraction=rng.random(), mask=rng.randrange(1, 256)):
-            data = original.params_bytes
-            return flipped(data, int(fraction * len(data)), mask)
-        variants.append(Variant(f"npz_flip_{number:02}", params_file(flip), None,
-                                REFUSED_OR_ACCEPTED))
+        return flip
+    variants += [Variant(f"checkpoint_flip_{number:02}",
+                         checkpoint_file(flip_anywhere_in("checkpoint_bytes")),
+                         REFUSED_OR_ACCEPTED, REFUSED_OR_ACCEPTED) for number in range(4)]
+    variants += [Variant(f"npz_flip_{number:02}", params_file(flip_anywhere_in("params_bytes")),
+                         None, REFUSED_OR_ACCEPTED) for number in range(24)]
     return variants + [
         Variant("checkpoint_with_bytes_after_its_stop",
                 checkpoint_file(lambda original: original.checkpoint_bytes + b"\0junk"),
