@@ -27,5 +27,4 @@ def one_line(text: str) -> str:
     name may hold them), so that an error message stays one line."""
     if text.isprintable():
         return text
-    return "".join(char if char.isprintable() or char == " " else repr(char)[1:-1]
-                   for char in text)
+    return "".join(char if char.isprintable() else repr(char)[1:-1] for char in text)
