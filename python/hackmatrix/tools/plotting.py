@@ -84,14 +84,16 @@ def _x_axis(records: list[dict]) -> tuple[str, str]:
     return "", "record"
 
 
+# Beyond this matplotlib cannot lay out an axis: the span of two values near the float limit
+# overflows its ticker. No metric comes near it (a non-finite loss stops the trainer first).
+PLOTTABLE_LIMIT = 1e300
+
+
 def _number(value):
-    """A plottable number, or None (JSON's integers can be too large for a float)."""
+    """A plottable number, or None (JSON's integers can be too large even for a float)."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
-    try:
-        return value if math.isfinite(value) else None
-    except OverflowError:
-        return None
+    return value if -PLOTTABLE_LIMIT <= value <= PLOTTABLE_LIMIT else None
 
 
 def _series(records: list[dict], x_key: str, key: str):
