@@ -7,7 +7,6 @@ says so instead of failing, so the plot works on old runs, partial runs and futu
 from __future__ import annotations
 
 import json
-import math
 import pathlib
 
 import matplotlib
