@@ -13,6 +13,7 @@ and `exit-runner` (walks a shortest path to the exit, attacking what blocks it).
 
 from hackmatrix import stdout_reader
 from hackmatrix.tools import cli
+from hackmatrix.training.config import MAX_COUNT
 
 BASELINE_NAMES = ("random", "exit-runner")
 
@@ -74,8 +75,8 @@ def main(argv=None) -> int:
         parser.error(str(error))
     if args.episodes < 1 or args.max_steps < 1:
         parser.error("--episodes and --max-steps must be at least 1")
-    if args.episodes > cli.MAX_COUNT:  # they run as one batch, an array of that length
-        parser.error(f"--episodes must be at most {cli.MAX_COUNT}")
+    if args.episodes > MAX_COUNT:  # they run as one batch, an array of that length
+        parser.error(f"--episodes must be at most {MAX_COUNT}")
     if not (args.checkpoints or args.latest or baseline_names):
         parser.error("nothing to evaluate: give a CHECKPOINT, --latest or --baselines")
 

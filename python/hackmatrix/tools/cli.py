@@ -24,7 +24,7 @@ from hackmatrix import interrupts, stdout_reader
 from hackmatrix.exit_codes import (  # noqa: F401
     EXIT_BAD_ARGUMENTS, EXIT_BAD_CHECKPOINT, EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK)
 from hackmatrix.messages import name_shown, one_line
-from hackmatrix.training.config import MAX_COUNT, MAX_SEED  # noqa: F401  (the tools' bounds)
+from hackmatrix.training.config import MAX_SEED
 
 EXIT_CODES_HELP = """exit codes:
   0  ok

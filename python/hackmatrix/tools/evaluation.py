@@ -84,11 +84,11 @@ def run_episodes(policy: Policy, key: jax.Array, num_episodes: int,
     dominates start-up, so evaluating several policies compiles it once, not once per policy.
     """
     batch = _compiled(_start, static_argnums=1)(key, num_episodes)
-    act = _batched_act(policy.act)
+    act, advance = _batched_act(policy.act), _compiled(_advance)
     for t in range(max_steps):
         actions = act(policy.params, batch.act_keys, batch.states, batch.features,
                       batch.action_masks)
-        batch = _compiled(_advance)(batch, actions)
+        batch = advance(batch, actions)
         # Checking for the end forces a device sync, so look only every few steps.
         if t % _END_CHECK_INTERVAL == _END_CHECK_INTERVAL - 1 and not bool(batch.running.any()):
             break
