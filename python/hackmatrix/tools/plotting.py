@@ -49,7 +49,7 @@ def records_text(count: int) -> str:
 def read_metrics(run_dir: str | pathlib.Path) -> list[dict]:
     """The logged records of a run, in file order; lines that are not JSON objects are skipped
     (a run killed mid-write leaves a truncated last line; a binary file, such as a checkpoint
-    named by mistake, has none)."""
+    named by mistake, has none). A byte-order mark, which some editors add, is ignored."""
     path = metrics_path(run_dir)
     if not path.is_file():
         folder = pathlib.Path(run_dir)
@@ -60,7 +60,7 @@ def read_metrics(run_dir: str | pathlib.Path) -> list[dict]:
         raise MetricsError(f"no {METRICS_FILE} at {path}{hint}")
     records = []
     try:
-        with path.open(encoding="utf-8", errors="replace") as handle:
+        with path.open(encoding="utf-8-sig", errors="replace") as handle:
             for line in handle:
                 try:
                     record = json.loads(line)

@@ -55,6 +55,9 @@ def latest_checkpoint(checkpoint_dir: str | pathlib.Path) -> pathlib.Path:
     without a path needs a full checkpoint: `checkpoint.find_resume_checkpoint` picks among
     the .pkl files only, so after a run that ended with final_params.npz the two agree on the
     run but not on the file.)"""
+    if not str(checkpoint_dir):  # most often an unset shell variable
+        raise PolicyLoadError("--checkpoint-dir is empty: name a directory ('.' for the "
+                              "current one)")
     root = pathlib.Path(checkpoint_dir)
     if not root.is_dir():
         raise PolicyLoadError(f"checkpoint directory not found: {root}")

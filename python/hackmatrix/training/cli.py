@@ -726,10 +726,14 @@ def _check_fresh_run_dir(run_dir: Path) -> None:
                          "choose another --run-name, or move them away")
 
 
-def _check_run_name(name: str | None) -> None:
+def _check_run_location(args) -> None:
+    name = args.run_name
     if name is not None and (not name or name in (".", "..") or "/" in name or os.sep in name):
         raise UsageError(f"--run-name {name!r} must be a plain directory name (no path "
                          "separators, not '.' or '..'): runs live in --checkpoint-dir")
+    # An empty value is most often an unset shell variable; '.' says the current directory.
+    if not args.checkpoint_dir:
+        raise UsageError("--checkpoint-dir is empty: name a directory ('.' for the current one)")
 
 
 @contextlib.contextmanager
@@ -747,7 +751,7 @@ def _naming_the_checkpoint(path: Path):
 def _train(args, signals: _Signals, cleanup: contextlib.ExitStack) -> int:
     session_start = time.perf_counter()
     say = print
-    _check_run_name(args.run_name)
+    _check_run_location(args)
     saved = resume_path = None
     if args.resume is not None:
         resume_path = ckpt.find_resume_checkpoint(args.resume or None, Path(args.checkpoint_dir),

@@ -710,7 +710,8 @@ OUTPUTS = {"new.out": True, "noext": True, "existing.png": True, "ünï €.out"
            "checkpoints/run/params_2.npz": False, "/proc/x.out": False,
            "models/agent.npz": "unless not read",
            "models/agent_link.out": "unless not read"}  # the checkpoint's other name
-CHECKPOINT_DIRS = {"checkpoints": True, "empty": False, "absent": False, "models": False}
+CHECKPOINT_DIRS = {"checkpoints": True, "empty": False, "absent": False, "models": False,
+                   "": False}
 SCENARIO_FILES = {"scenario.json": REACHED, "absent.json": cli.EXIT_BAD_CHECKPOINT,
                   "not_json.json": cli.EXIT_BAD_ARGUMENTS, "bad_field.json": cli.EXIT_BAD_ARGUMENTS}
 BASELINES = {"random,exit-runner": ["random", "exit-runner"], "random": ["random"],

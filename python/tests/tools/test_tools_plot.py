@@ -130,3 +130,11 @@ def test_unwritable_output_exits_3_before_reading(output, tmp_path, capsys):
     captured = capsys.readouterr()
     assert captured.out == "" and captured.err.startswith(f"plot_metrics.py: error: -o {target}: ")
     assert len(captured.err.splitlines()) == 1
+
+
+def test_a_byte_order_mark_keeps_the_first_record(tmp_path):
+    """A file saved by an editor that writes a UTF-8 byte-order mark still yields every record."""
+    records = [{"update": 1, "timesteps": 64}, {"update": 2, "timesteps": 128}]
+    (tmp_path / "metrics.jsonl").write_text(
+        "\ufeff" + "".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    assert plotting.read_metrics(tmp_path) == records

@@ -617,6 +617,8 @@ def expect_parsed(given: dict, ws: Path, available: int) -> Expected:
     problems, saved = [], None
     if run_name is not None and (run_name in ("", ".", "..") or "/" in run_name):
         problems.append((3, "--run-name"))
+    if checkpoint_dir == "":
+        problems.append((3, "--checkpoint-dir"))
     if "resume" in given:
         saved = resume_target(ws, given["resume"], checkpoint_dir, run_name)
         if saved is None:

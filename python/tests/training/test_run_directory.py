@@ -439,6 +439,18 @@ def test_a_checkpoint_dir_that_is_a_file_exits_3_before_compiling(tmp_path, caps
     assert "[compile]" not in captured.out
 
 
+@pytest.mark.parametrize("resume", [[], ["--resume"]])
+def test_an_empty_checkpoint_dir_exits_3_before_anything(tmp_path, monkeypatch, capsys, resume):
+    """An empty --checkpoint-dir (typically an unset shell variable) is refused rather than
+    read as the current directory, with or without --resume."""
+    monkeypatch.chdir(tmp_path)
+    assert cli.main([*TINY, *TOTAL, "--checkpoint-dir", "", *resume,
+                     "--no-wandb"]) == cli.EXIT_BAD_ARGUMENTS
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert "--checkpoint-dir is empty" in line
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_a_compilation_cache_path_that_is_a_file_warns_once_and_is_not_used(
         tmp_path, monkeypatch, capsys):
     (tmp_path / "cache").write_text("")
