@@ -11,6 +11,7 @@ import sys
 
 from hackmatrix import interrupts
 from hackmatrix.exit_codes import EXIT_FAILURE, EXIT_INTERRUPTED
+from hackmatrix.messages import error_line
 
 
 def load_main(module: str):
@@ -19,8 +20,7 @@ def load_main(module: str):
         try:
             main = importlib.import_module(module).main
         except Exception as error:  # any import-time failure of JAX or its plugins
-            detail = " ".join(str(error).split())
-            print(f"error: cannot start: {type(error).__name__}: {detail}", file=sys.stderr)
+            print(f"error: cannot start: {error_line(error)}", file=sys.stderr)
             sys.exit(EXIT_FAILURE)
     if signals:
         print(f"interrupted by {signals[0]} while starting", file=sys.stderr)

@@ -1,4 +1,4 @@
-"""How a bad value appears in a one-line error message."""
+"""How a bad value, a name or an exception appears in a one-line error message."""
 
 SHOWN_LENGTH = 60
 
@@ -20,6 +20,15 @@ def name_shown(name) -> str:
     if isinstance(name, str) and name.isprintable() and 0 < len(name) <= SHOWN_LENGTH:
         return name
     return shown(name)
+
+
+def error_line(error: BaseException) -> str:
+    """`error` as "Type: the first line of its message", whitespace collapsed, or the type's
+    name alone when the message is empty. The first line is the summary: a compiler's or a
+    library's message may run on for pages."""
+    lines = str(error).strip().splitlines()
+    summary = " ".join(lines[0].split()) if lines else ""
+    return f"{type(error).__name__}: {summary}" if summary else type(error).__name__
 
 
 def one_line(text: str) -> str:

@@ -23,7 +23,7 @@ from hackmatrix import interrupts, stdout_reader
 # The tools read the exit codes as cli.EXIT_...
 from hackmatrix.exit_codes import (  # noqa: F401
     EXIT_BAD_ARGUMENTS, EXIT_BAD_CHECKPOINT, EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK)
-from hackmatrix.messages import name_shown, one_line
+from hackmatrix.messages import error_line, name_shown, one_line
 from hackmatrix.training.config import MAX_SEED
 
 EXIT_CODES_HELP = """exit codes:
@@ -159,8 +159,7 @@ def run_main(prog: str, body) -> int:
     except BrokenPipeError:
         return EXIT_OK  # piped into `head`: the reader is gone, nothing is wrong
     except Exception as error:  # noqa: BLE001  (the contract is "never a traceback")
-        detail = str(error).splitlines()[0] if str(error) else ""
-        print(f"{prog}: error: {type(error).__name__}: {detail}", file=sys.stderr)
+        print(f"{prog}: error: {error_line(error)}", file=sys.stderr)
         return EXIT_FAILURE
     return EXIT_OK
 

@@ -18,6 +18,7 @@ import numpy as np
 
 from hackmatrix.game import constants as C
 from hackmatrix.game import observation
+from hackmatrix.messages import error_line
 from hackmatrix.tools import cli
 from hackmatrix.tools.evaluation import Policy
 from hackmatrix.training import checkpoint as ckpt
@@ -130,8 +131,8 @@ def load_policy(source: str | pathlib.Path) -> LoadedPolicy:
         params = jax.tree_util.tree_map(jnp.asarray, params)
         logits, value = network.apply(params, jnp.zeros((OBS_DIM,), jnp.float32))
     except Exception as error:  # noqa: BLE001  (flax reports shape mismatches in many types)
-        first_line = str(error).splitlines()[0] if str(error) else type(error).__name__
-        raise PolicyLoadError(f"{path}: parameters do not fit the network: {first_line}") from None
+        raise PolicyLoadError(f"{path}: parameters do not fit the network: "
+                              f"{error_line(error)}") from None
     if logits.shape != (C.NUM_ACTIONS,) or value.shape != ():
         raise PolicyLoadError(f"{path}: network outputs have shapes {logits.shape}, {value.shape}")
     return LoadedPolicy(source=source, file=path, network=network, params=params,

@@ -24,7 +24,7 @@ from typing import Any, Callable, NamedTuple
 
 import numpy as np
 
-from hackmatrix.messages import shown
+from hackmatrix.messages import error_line, shown
 
 FORMAT_VERSION = 1
 CHECKPOINT_PATTERN = re.compile(r"^checkpoint_(\d+)\.pkl$")
@@ -274,7 +274,7 @@ def _check_resume_fields(path: Path, state: dict) -> None:
     try:
         validate(TrainConfig.from_dict(state["config"]))
     except (ConfigError, TypeError, ValueError) as error:
-        raise CheckpointError(f"{path} is corrupt: its config is invalid ({_one_line(error)})") from None
+        raise CheckpointError(f"{path} is corrupt: its config is invalid ({error_line(error)})") from None
     explicit = state.get("explicit_config", [])
     if not (isinstance(explicit, (list, tuple)) and all(isinstance(name, str) for name in explicit)):
         raise CheckpointError(f"{path} is corrupt: explicit_config is {shown(explicit)}")
@@ -294,11 +294,6 @@ def _is_finite_number(value) -> bool:
         return isinstance(item, (int, float)) and math.isfinite(item)
     except OverflowError:  # an int too large for a float
         return False
-
-
-def _one_line(error: BaseException) -> str:
-    text = " ".join(str(error).split())
-    return f"{type(error).__name__}: {text}" if text else type(error).__name__
 
 
 def newest_checkpoint(run_dir: Path) -> Path | None:
@@ -457,7 +452,7 @@ def load_policy_params(path) -> tuple[dict, dict]:
             with np.load(path, allow_pickle=False) as data:
                 params = unflatten_params({key: data[key] for key in data.files})
         except Exception as error:
-            raise CheckpointError(f"cannot read params {path}: {_one_line(error)}") from None
+            raise CheckpointError(f"cannot read params {path}: {error_line(error)}") from None
         try:
             return params, infer_network_config(params)
         except CheckpointError as error:

@@ -25,7 +25,7 @@ import numpy as np
 from hackmatrix import interrupts, stdout_reader, xla_options
 from hackmatrix.exit_codes import (
     EXIT_BAD_ARGUMENTS, EXIT_BAD_CHECKPOINT, EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK)
-from hackmatrix.messages import one_line
+from hackmatrix.messages import error_line, one_line
 from hackmatrix.training import checkpoint as ckpt
 from hackmatrix.training import devices
 from hackmatrix.training import metrics as M
@@ -534,9 +534,8 @@ def _main(args) -> int:
     except Exception as error:
         if args.verbose:
             traceback.print_exc()
-        message = str(error).splitlines()[0] if str(error) else ""
         hint = "" if args.verbose else " (--verbose shows the traceback)"
-        print(f"error: {type(error).__name__}: {message or 'no message'}{hint}", file=sys.stderr)
+        print(f"error: {error_line(error)}{hint}", file=sys.stderr)
         return EXIT_FAILURE
 
 
@@ -773,7 +772,7 @@ def _train(args, signals: _Signals, cleanup: contextlib.ExitStack) -> int:
     except Exception as error:  # e.g. JAX_PLATFORMS names a backend whose plugin is missing
         raise RuntimeError(f"JAX could not start a backend (JAX_PLATFORMS="
                            f"{os.environ.get('JAX_PLATFORMS', '')!r}): "
-                           f"{' '.join(str(error).split()) or type(error).__name__}; is the "
+                           f"{error_line(error)}; is the "
                            "matching jax extra installed (README: GPU or TPU)?") from error
     if jax.process_count() > 1:
         raise ConfigError(f"JAX runs {jax.process_count()} processes (several hosts): training "
