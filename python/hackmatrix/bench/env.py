@@ -16,7 +16,7 @@ import time
 import jax
 import jax.numpy as jnp
 
-from hackmatrix import xla_options
+from hackmatrix import gc_pause, xla_options
 from hackmatrix.bench.arguments import add_count_list, positive_int
 from hackmatrix.game import constants as C
 from hackmatrix.game.env import HackMatrixEnv
@@ -70,7 +70,8 @@ def measure(num_envs: int, repeats: int = 5, scan_steps: int = SCAN_STEPS,
     rollout, initial = make_rollout(num_envs, scan_steps, plain_vmap)
     carry = jax.block_until_ready(initial(jax.random.PRNGKey(0)))
     start = time.perf_counter()
-    lowered = rollout.lower(carry)
+    with gc_pause.paused():  # as the trainer traces
+        lowered = rollout.lower(carry)
     lowered_at = time.perf_counter()
     compiled = lowered.compile()
     trace_lower_s = lowered_at - start

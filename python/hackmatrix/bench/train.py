@@ -19,7 +19,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from hackmatrix import xla_options
+from hackmatrix import gc_pause, xla_options
 from hackmatrix.bench.arguments import add_count_list, positive_int
 from hackmatrix.tools.cli import ArgumentParser
 from hackmatrix.training import devices, distribution
@@ -112,8 +112,9 @@ class _Prepared:
         self.runner = jax.jit(trainer.init, compiler_options=xla_options.compiler_options(),
                               out_shardings=trainer.runner_sharding)(jax.random.PRNGKey(0))
         self.schedule = make_schedule(config)
-        self.run_chunk = trainer.run_chunk.lower(self.runner, jnp.int32(0),
-                                                 self.schedule).compile()
+        with gc_pause.paused():  # as the trainer traces
+            lowered = trainer.run_chunk.lower(self.runner, jnp.int32(0), self.schedule)
+        self.run_chunk = lowered.compile()
         self.compile_s = time.perf_counter() - start
         self.runner, metrics = self.run_chunk(self.runner, jnp.int32(1), self.schedule)
         jax.block_until_ready(metrics)

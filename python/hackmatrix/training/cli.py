@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from hackmatrix import interrupts, stdout_reader, xla_options
+from hackmatrix import gc_pause, interrupts, stdout_reader, xla_options
 from hackmatrix.exit_codes import (
     EXIT_BAD_ARGUMENTS, EXIT_BAD_CHECKPOINT, EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK)
 from hackmatrix.messages import error_line, one_line
@@ -360,7 +360,9 @@ def _without_weak_types(tree):
 def _run_init(traced_init, key, cancelled):
     """The fresh RunnerState, or None when `cancelled` was set during init's XLA compile."""
     import jax
-    compiled = traced_init.lower().compile()
+    with gc_pause.paused():
+        lowered = traced_init.lower()
+    compiled = lowered.compile()
     return None if cancelled.is_set() else jax.block_until_ready(compiled(key))
 
 
@@ -398,15 +400,17 @@ def _build_runner_and_chunk(trainer, schedule, key, saved, config, keep_optimize
     import jax
     import jax.numpy as jnp
 
-    init = jax.jit(trainer.init, out_shardings=trainer.runner_sharding,
-                   compiler_options=xla_options.compiler_options(run_once=True)).trace(key)
+    with gc_pause.paused():
+        init = jax.jit(trainer.init, out_shardings=trainer.runner_sharding,
+                       compiler_options=xla_options.compiler_options(run_once=True)).trace(key)
     template = _without_weak_types(init.out_info)
     restored = (None if saved is None
                 else _restore_runner(template, saved, config, keep_optimizer, say))
     # A resume takes from `init` only what the checkpoint cannot give (new envs, a reset optimizer).
     needs_init = restored is None or any(
         isinstance(leaf, jax.ShapeDtypeStruct) for leaf in jax.tree.leaves(restored))
-    lowered_chunk = trainer.run_chunk.lower(template, jnp.int32(0), schedule)
+    with gc_pause.paused():
+        lowered_chunk = trainer.run_chunk.lower(template, jnp.int32(0), schedule)
     cancelled = threading.Event()
     pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="compile")
     jobs = []
