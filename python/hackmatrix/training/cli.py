@@ -642,9 +642,11 @@ def _prepare_run_dir(run_dir: Path, saved: dict | None, start_update: int,
             if later_lines:  # the copy first: an interruption between the two loses nothing
                 M.write_lines(folder / M.METRICS_FILE, later_lines)
                 metrics_file.rewrite(kept_lines)
-            if later:
-                say(f"[resume] the run had saved past update {start_update}: moved "
-                    f"{', '.join(p.name for p in later)} to {folder}")
+            moved = [p.name for p in later] + (
+                [f"the {M.METRICS_FILE} lines of {len(later_lines)} later updates"]
+                if later_lines else [])
+            say(f"[resume] the run had gone past update {start_update}: moved "
+                f"{', '.join(moved)} to {folder}")
         return
     leftovers = [run_dir / name for name in (M.METRICS_FILE, M.SUMMARY_FILE)
                  if (run_dir / name).is_file()]
@@ -654,7 +656,7 @@ def _prepare_run_dir(run_dir: Path, saved: dict | None, start_update: int,
             f"checkpoint: moved them to {folder}")
 
 
-def _lock_run_dir(run_dir: Path) -> ckpt.RunLock:
+def _lock_run_dir(run_dir: Path, resuming: bool) -> ckpt.RunLock:
     """The run directory's lock, held: one trainer writes a run at a time (UsageError if another
     holds it, or if the directory cannot be written)."""
     lock = ckpt.RunLock(run_dir)
@@ -664,8 +666,10 @@ def _lock_run_dir(run_dir: Path) -> ckpt.RunLock:
         raise UsageError(f"cannot write the run directory {run_dir}: "
                          f"{error.strerror or error}") from None
     if not acquired:
+        # A resume continues this directory's run: another --run-name is no way out then.
+        way_out = "" if resuming else ", or choose another --run-name"
         raise UsageError(f"another trainer (pid {lock.holder()}) is writing {run_dir}; wait for "
-                         "it to end, or choose another --run-name")
+                         f"it to end{way_out}")
     return lock
 
 
@@ -693,7 +697,7 @@ def _finish_a_cut_short_final_save(run_dir: Path, run_name: str, saved: dict, re
     # smaller --keep-checkpoints is simply finished.
     if finished and params_file.is_file() and final.is_file() and not ckpt.temp_files(run_dir):
         return False
-    lock = _lock_run_dir(run_dir)
+    lock = _lock_run_dir(run_dir, resuming=True)
     try:
         ckpt.remove_temp_files(run_dir)
         for path in (params_file, final):
@@ -797,8 +801,8 @@ def _train(args, signals: _Signals, cleanup: contextlib.ExitStack) -> int:
                        else saved.get("forked_from"))
         if forks_now:
             say(f"[resume] note: this checkpoint was written by run '{saved['run_name']}'; in "
-                f"{run_dir} (a copy or a rename) it goes on as run '{run_name}', with a new wandb "
-                f"run (run '{saved['run_name']}''s is left as it was)")
+                f"{run_dir} (a copy or a rename) it goes on as run '{run_name}', a run of its "
+                f"own in wandb too (run '{saved['run_name']}' is left as it was)")
         start_update, start_timesteps = int(saved["update"]), int(saved["timesteps"])
     else:
         if args.keep_optimizer:
@@ -819,11 +823,17 @@ def _train(args, signals: _Signals, cleanup: contextlib.ExitStack) -> int:
     if num_updates == start_update:
         if saved is None or not _finish_a_cut_short_final_save(run_dir, run_name, saved,
                                                                resume_path, options, say):
-            say(f"[done] run {run_name} is at update {start_update} ({start_timesteps} "
-                f"timesteps): --total-timesteps {config.total_timesteps} leaves no update of "
+            say(f"[done] run {run_name}: {resume_path.name} is at update {start_update} "
+                f"({start_timesteps} timesteps): --total-timesteps {config.total_timesteps} "
+                f"leaves no update of "
                 f"{config.batch_size} steps to run; nothing to do (raise --total-timesteps to "
                 "continue)")
         return EXIT_OK
+    # Before the [config] lines, which would describe a run that is then refused.
+    lock = _lock_run_dir(run_dir, resuming=saved is not None)
+    cleanup.callback(lock.release)
+    if saved is None:
+        _check_fresh_run_dir(run_dir)  # under the lock: no other trainer can write it meanwhile
     end_timesteps = start_timesteps + (num_updates - start_update) * config.batch_size
     scaled_text = ("yes (" + ", ".join(f"{k} {a}->{b}" for k, (a, b) in scaled.items()) + ")"
                    if scaled else "no")
@@ -858,10 +868,6 @@ def _train(args, signals: _Signals, cleanup: contextlib.ExitStack) -> int:
             != (obs_dim, num_actions):
         raise ckpt.CheckpointError(f"architecture mismatch: checkpoint network {saved['network']} "
                                    f"but the env has obs_dim={obs_dim} num_actions={num_actions}")
-    lock = _lock_run_dir(run_dir)
-    cleanup.callback(lock.release)
-    if saved is None:
-        _check_fresh_run_dir(run_dir)  # under the lock: no other trainer can write it meanwhile
     trainer = make_trainer(config, env, env_params)
     # The log window a checkpoint saved part-filled (saved off a log boundary): its episodes
     # go into the first line after the resume.

@@ -47,7 +47,7 @@ def test_resume_from_an_earlier_checkpoint_sets_the_later_files_aside(run_copy, 
     out = capsys.readouterr().out
     assert "--seed 5 ignored" in out
     assert "moved checkpoint_4.pkl, checkpoint_6.pkl, params_4.npz, params_6.npz, " \
-           "final_params.npz to" in out
+           "final_params.npz, the metrics.jsonl lines of 2 later updates to" in out
 
     (aside,) = (run_copy / ckpt.SET_ASIDE_DIR).iterdir()
     assert aside.name.startswith("after_update_2_")
@@ -112,7 +112,8 @@ def test_a_finished_run_resumed_has_nothing_to_do_and_changes_nothing(run_copy, 
     before = {path.name: path.stat().st_mtime_ns for path in run_copy.iterdir()}
     assert resume(run_copy.parent, "--run-name", "done") == 0
     out = capsys.readouterr().out
-    assert f"[done] run done is at update {UPDATES}" in out and "nothing to do" in out
+    assert f"[done] run done: checkpoint_{UPDATES}.pkl is at update {UPDATES}" in out
+    assert "nothing to do" in out
     assert "[compile]" not in out
     assert {path.name: path.stat().st_mtime_ns for path in run_copy.iterdir()} == before
 
@@ -171,9 +172,11 @@ def test_a_fresh_run_never_writes_over_the_params_files_of_an_earlier_run(tmp_pa
     (run_dir / "final_params.npz").write_bytes(b"mine")
     (run_dir / "params_6.npz").write_bytes(b"mine too")
     assert train(tmp_path, "kept") == cli.EXIT_BAD_ARGUMENTS
-    (line,) = capsys.readouterr().err.strip().splitlines()
+    captured = capsys.readouterr()
+    (line,) = captured.err.strip().splitlines()
     assert line.endswith("already holds the params of an earlier run (final_params.npz, "
                          "params_6.npz): choose another --run-name, or move them away")
+    assert "[config]" not in captured.out  # no description of a run that is refused
     assert (run_dir / "final_params.npz").read_bytes() == b"mine"
     assert (run_dir / "params_6.npz").read_bytes() == b"mine too"
     assert sorted(p.name for p in run_dir.iterdir()) == [".lock", "final_params.npz",
@@ -187,9 +190,26 @@ def test_a_second_trainer_on_the_same_run_exits_3_at_once(tmp_path, capsys):
         assert train(tmp_path, "busy") == cli.EXIT_BAD_ARGUMENTS
     finally:
         lock.release()
-    (line,) = capsys.readouterr().err.strip().splitlines()
-    assert f"another trainer (pid {os.getpid()}) is writing {tmp_path / 'busy'}" in line
+    captured = capsys.readouterr()
+    (line,) = captured.err.strip().splitlines()
+    assert line.endswith(f"another trainer (pid {os.getpid()}) is writing {tmp_path / 'busy'}; "
+                         "wait for it to end, or choose another --run-name")
+    assert "[config]" not in captured.out
     assert not (tmp_path / "busy" / "metrics.jsonl").exists()
+
+
+def test_a_resume_of_a_run_another_trainer_writes_only_says_wait(run_copy, capsys):
+    """A resume continues that directory's run: another --run-name is no way out."""
+    lock = ckpt.RunLock(run_copy)
+    assert lock.acquire()
+    try:
+        assert resume(run_copy.parent, str(run_copy / "checkpoint_2.pkl")) == \
+            cli.EXIT_BAD_ARGUMENTS
+    finally:
+        lock.release()
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line.endswith(f"another trainer (pid {os.getpid()}) is writing {run_copy}; wait for "
+                         "it to end")
 
 
 def test_a_final_save_cut_short_by_a_kill_is_finished_by_the_next_resume(run_copy, capsys):
@@ -228,7 +248,8 @@ def test_a_copied_run_directory_goes_on_as_its_own_run_with_its_own_wandb_run(
     assert resume(tmp_path, str(branch / "checkpoint_4.pkl")) == 0
     out = capsys.readouterr().out
     assert (f"[resume] note: this checkpoint was written by run 'done'; in {branch} (a copy or "
-            "a rename) it goes on as run 'branch', with a new wandb run") in out
+            "a rename) it goes on as run 'branch', a run of its own in wandb too (run 'done' "
+            "is left as it was)") in out
     assert "[config] run=branch " in out
     newest = ckpt.load_checkpoint(branch / "checkpoint_6.pkl")
     assert newest["run_name"] == "branch"
