@@ -28,6 +28,11 @@ def main(argv=None):
                         help="; ".join(f"{name}: {text}" for name, (_, text) in COMMANDS.items()))
     parser.add_argument("args", nargs=argparse.REMAINDER,
                         help="options of the subcommand (see `benchmark.py COMMAND --help`)")
+    if not argv or (argv[0].startswith("-") and argv[0] not in ("-h", "--help")):
+        # argparse would ask for "command, args": there is no "args" to give.
+        names = list(COMMANDS)
+        parser.error(f"name a subcommand first: {', '.join(names[:-1])} or {names[-1]} (then "
+                     "its options; see benchmark.py COMMAND --help)")
     parsed = parser.parse_args(argv[:1])
     subcommand = load_main(COMMANDS[parsed.command][0])
     # One-line errors, exit 7 on SIGINT/SIGTERM, exit 0 when piped into `head`.

@@ -8,7 +8,9 @@ capped episodes count as truncated.
 
 Policies: each CHECKPOINT (a .pkl, a params .npz or a run directory), the newest checkpoint
 with --latest, and the baselines named by --baselines: `random` (uniform over valid actions)
-and `exit-runner` (walks a shortest path to the exit, attacking what blocks it).
+and `exit-runner` (walks a shortest path to the exit, attacking what blocks it). With no
+CHECKPOINT and no --latest only the baselines are evaluated, which gives their reference
+numbers.
 """
 
 from hackmatrix import stdout_reader
@@ -48,9 +50,15 @@ def _reject_duplicates(sources: list[str], files: list, baseline_names: list[str
 
 
 def main(argv=None) -> int:
-    parser = cli.ArgumentParser(prog="evaluate.py", description=__doc__)
+    parser = cli.ArgumentParser(
+        prog="evaluate.py", description=__doc__,
+        epilog=cli.exit_codes_help(
+            bad_arguments="bad arguments, a --json file that cannot be written, or one policy "
+                          "given twice",
+            missing_input="missing or incompatible checkpoint or run directory"))
     parser.add_argument("checkpoints", nargs="*", metavar="CHECKPOINT",
-                        help=".pkl checkpoint, params .npz or run directory")
+                        help=".pkl checkpoint, params .npz or run directory (none: the "
+                             "baselines only)")
     parser.add_argument("--latest", action="store_true",
                         help="also evaluate the newest checkpoint under --checkpoint-dir")
     parser.add_argument("--checkpoint-dir", default="checkpoints",
@@ -73,10 +81,10 @@ def main(argv=None) -> int:
         baseline_names = _parse_baselines(args.baselines)
     except ValueError as error:
         parser.error(str(error))
-    if args.episodes < 1 or args.max_steps < 1:
-        parser.error("--episodes and --max-steps must be at least 1")
+    cli.require_at_least_one(parser, {"--episodes": args.episodes,
+                                      "--max-steps": args.max_steps})
     if args.episodes > MAX_COUNT:  # they run as one batch, an array of that length
-        parser.error(f"--episodes must be at most {MAX_COUNT}")
+        parser.error(f"--episodes must be at most {MAX_COUNT}, got {args.episodes}")
     if not (args.checkpoints or args.latest or baseline_names):
         parser.error("nothing to evaluate: give a CHECKPOINT, --latest or --baselines")
 
@@ -84,6 +92,11 @@ def main(argv=None) -> int:
         if args.json is not None:
             cli.check_output_file(args.json, "--json", inputs=args.checkpoints)
             stdout_reader.keep_working_if_stdout_closes()
+        if not (args.checkpoints or args.latest):
+            # At once: loading JAX and compiling take a while, and the table will hold no
+            # checkpoint.
+            print(f"no CHECKPOINT given: evaluating the baselines only "
+                  f"({', '.join(baseline_names)})")
 
         import json
         import pathlib

@@ -8,15 +8,15 @@ Commands:
   wait               the WAIT program
   <program name>     any program by name, case-insensitive (warp, siph+, anti-v, d_bom, ...)
   <number>           any action index 0-27 (programs are 5-27)
-  save FILE.json     save the game as it is now as a scenario file (rules Appendix A; the
-                     UNDO history is not saved) and go on playing; replay it with --scenario
+  save FILE.json     save the game as it is now as a scenario file (specs/game-rules.md §10;
+                     the UNDO history is not saved) and go on playing; replay it with --scenario
   q, quit            leave (so do Ctrl-C, exit code 7, and the end of the input)
 
 Only actions in the shown list of valid actions are played; anything else is refused with a
 message saying why (not owned, its cost, nothing to apply it to, a block in the way, ...), since
-the game would end the episode on an invalid action (rules §4.4). Empty lines are ignored. The
-session ends when the game ends (death, victory, or a scenario where no action is valid), on
-`q`, or at the end of the input.
+the game would end the episode on an invalid action (specs/game-rules.md §2, "The valid-action
+mask"). Empty lines are ignored. The session ends when the game ends (death, victory, or a
+scenario where no action is valid), on `q`, or at the end of the input.
 """
 
 import os
@@ -26,13 +26,6 @@ import sys
 
 from hackmatrix.messages import shown
 from hackmatrix.tools import cli
-
-EXIT_CODES_HELP = """exit codes:
-  0  ok: quit, end of input or game over
-  2  other failure
-  3  bad arguments, or a malformed scenario file (invalid JSON or an invalid field)
-  6  the scenario file cannot be read
-  7  interrupted (Ctrl-C, SIGTERM)"""
 
 DIRECTION_COMMANDS = {
     "w": 0, "up": 0, "\x1b[a": 0,
@@ -254,10 +247,17 @@ def play(state, key, color: bool, scenario_path=None) -> None:
 
 
 def main(argv=None) -> int:
-    parser = cli.ArgumentParser(prog="play.py", description=__doc__, epilog=EXIT_CODES_HELP)
+    parser = cli.ArgumentParser(
+        prog="play.py", description=__doc__,
+        epilog=cli.exit_codes_help(
+            ok="ok: quit, end of input or game over",
+            bad_arguments="bad arguments, or a malformed scenario file (invalid JSON or an "
+                          "invalid field)",
+            missing_input="the scenario file cannot be read"))
     parser.add_argument("--seed", type=cli.seed, default=0, help="random seed (default 0)")
     parser.add_argument("--scenario", metavar="FILE.json",
-                        help="start from a scenario (rules Appendix A) instead of a new game")
+                        help="start from a scenario file (specs/game-rules.md §10) instead of "
+                             "a new game")
     parser.add_argument("--no-color", action="store_true",
                         help="plain text (colour is used only when stdout is a terminal)")
     args = parser.parse_args(argv)

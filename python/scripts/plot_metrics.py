@@ -1,16 +1,23 @@
 #!/usr/bin/env python
 """Draw the training curves of a run's metrics.jsonl into a PNG (no wandb account needed).
 
-Panels: episode return and length; entropy, approx_kl and clip_fraction with the health
-thresholds (approx_kl 0.08, clip_fraction 0.35); steps per second; the 15 reward components;
-action fractions. Keys a run did not log are skipped.
+Panels, every one drawn for every run: Episode return; Episode length; Stage reached (mean
+final and highest stage); Episode outcomes (win, death and truncation rates); Entropy; Approx KL
+and Clip fraction, each with its health threshold (0.08 and 0.35); Steps per second; Action
+fractions (move, siphon, program); Reward components (mean per step), the 15 components on a
+symlog scale. A panel whose keys the run did not log reads "not logged".
 """
 
 from hackmatrix.tools import cli
 
 
 def main(argv=None) -> int:
-    parser = cli.ArgumentParser(prog="plot_metrics.py", description=__doc__)
+    parser = cli.ArgumentParser(
+        prog="plot_metrics.py", description=__doc__,
+        epilog=cli.exit_codes_help(
+            bad_arguments="bad arguments or an output file that cannot be written",
+            missing_input="missing or unreadable run directory or metrics file, or one with "
+                          "no record"))
     parser.add_argument("run_dir", metavar="RUN_DIR",
                         help="run directory holding metrics.jsonl (or the metrics.jsonl file)")
     parser.add_argument("-o", "--output", metavar="FILE",

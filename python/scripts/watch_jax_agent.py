@@ -8,9 +8,11 @@ shapes for a bare .npz).
 
 Each step shows the board before the action, the value estimate and the top valid actions with
 their probabilities (the policy restricted to valid actions), the action taken and the reward
-with its non-zero components. Invalid actions are never taken: argmax and sampling both respect
-the action mask. The GIF has one frame for each episode's start plus one per step; its
-directory must exist. Ctrl-C (or SIGTERM) writes the GIF of the frames so far, then exits 7.
+with its non-zero components. With --step the board comes first, then each Enter shows the
+action taken on it and the board it leads to; q + Enter stops with a summary of the episode so
+far. Invalid actions are never taken: argmax and sampling both respect the action mask. The GIF
+has one frame for each episode's start plus one per step; its directory must exist. Ctrl-C (or
+SIGTERM) writes the GIF of the frames so far, then exits 7.
 """
 
 import sys
@@ -19,7 +21,13 @@ from hackmatrix.tools import cli
 
 
 def main(argv=None) -> int:
-    parser = cli.ArgumentParser(prog="watch_jax_agent.py", description=__doc__)
+    parser = cli.ArgumentParser(
+        prog="watch_jax_agent.py", description=__doc__,
+        epilog=cli.exit_codes_help(
+            bad_arguments="bad arguments, a --gif file that cannot be written, or a malformed "
+                          "scenario file",
+            missing_input="missing or incompatible checkpoint or run directory, or an "
+                          "unreadable scenario file"))
     parser.add_argument("checkpoint", nargs="?", metavar="CHECKPOINT",
                         help=".pkl checkpoint, params .npz or run directory")
     parser.add_argument("--latest", action="store_true",
@@ -32,7 +40,8 @@ def main(argv=None) -> int:
     parser.add_argument("--delay", type=cli.seconds, default=0.5, metavar="SECONDS",
                         help="pause between frames, 0 to 600 (default 0.5); also each GIF "
                              "frame's duration, at least 0.3")
-    parser.add_argument("--step", action="store_true", help="advance one step per Enter")
+    parser.add_argument("--step", action="store_true",
+                        help="advance one step per Enter; q + Enter stops")
     parser.add_argument("--seed", type=cli.seed, default=0,
                         help="seed of the games and of sampling (default 0)")
     parser.add_argument("--scenario", metavar="FILE.json",
@@ -49,8 +58,8 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     if (args.checkpoint is None) == (not args.latest):
         parser.error("give either CHECKPOINT or --latest")
-    if args.episodes < 1 or args.max_steps < 1 or args.top < 1:
-        parser.error("--episodes, --max-steps and --top must be at least 1")
+    cli.require_at_least_one(parser, {"--episodes": args.episodes,
+                                      "--max-steps": args.max_steps, "--top": args.top})
 
     def body():
         if args.gif is not None:

@@ -146,7 +146,8 @@ def batch_step_hlo(num_envs: int) -> str:
 
 def main(argv=None) -> int:
     parser = ArgumentParser(prog="benchmark.py kernels", description=__doc__)
-    parser.add_argument("--num-envs", type=positive_int, default=1024)
+    parser.add_argument("--num-envs", type=positive_int, default=1024,
+                        help="envs of the compiled batch step (default 1024)")
     parser.add_argument("--depth", type=positive_int, default=2,
                         help="scope levels to group by (default 2)")
     parser.add_argument("--prefix", default="",

@@ -106,10 +106,14 @@ def profile_chunk(config, updates: int) -> tuple[str, list[dict]]:
 
 def main(argv=None) -> int:
     parser = ArgumentParser(prog="benchmark.py profile", description=__doc__)
-    parser.add_argument("--num-envs", type=positive_int, default=256)
-    parser.add_argument("--num-steps", type=positive_int, default=128)
-    parser.add_argument("--hidden-dim", type=positive_int, default=256)
-    parser.add_argument("--num-layers", type=positive_int, default=2)
+    parser.add_argument("--num-envs", type=positive_int, default=256,
+                        help="parallel environments (default 256)")
+    parser.add_argument("--num-steps", type=positive_int, default=128,
+                        help="rollout length per env per update (default 128)")
+    parser.add_argument("--hidden-dim", type=positive_int, default=256,
+                        help="units per hidden layer (default 256)")
+    parser.add_argument("--num-layers", type=positive_int, default=2,
+                        help="hidden layers (default 2)")
     parser.add_argument("--updates", type=positive_int, default=2,
                         help="profiled updates, after one warm-up update (default 2)")
     parser.add_argument("--top", type=positive_int, default=40, help="rows shown (default 40)")

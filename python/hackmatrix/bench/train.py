@@ -159,8 +159,10 @@ def main(argv=None) -> int:
     add_count_list(parser, "--num-envs", [64, 256, 1024], "env counts")
     parser.add_argument("--num-steps", type=positive_int, default=128,
                         help="rollout length per env (default 128)")
-    parser.add_argument("--hidden-dim", type=positive_int, default=256, help="default 256")
-    parser.add_argument("--num-layers", type=positive_int, default=2, help="default 2")
+    parser.add_argument("--hidden-dim", type=positive_int, default=256,
+                        help="units per hidden layer (default 256)")
+    parser.add_argument("--num-layers", type=positive_int, default=2,
+                        help="hidden layers (default 2)")
     parser.add_argument("--num-minibatches", type=positive_int, help="default: auto-scaled from 4")
     parser.add_argument("--update-epochs", type=positive_int, help="default: auto-scaled from 4")
     parser.add_argument("--updates", type=positive_int, default=2, help="updates per timed chunk (default 2)")

@@ -1,13 +1,9 @@
 """What the tool CLIs share: exit codes, one-line errors, an argument parser that exits 3,
 interrupts, and the up-front check of output files.
 
-Exit codes (also printed by --help):
-  0  ok
-  2  other failure
-  3  bad arguments (an output file that cannot be written included), or a malformed scenario
-     file (invalid JSON or an invalid field)
-  6  missing or incompatible checkpoint, run directory or input file
-  7  interrupted (SIGINT, SIGTERM)
+Exit codes: 0 ok, 2 other failure, 3 bad arguments, 6 a missing or incompatible input, 7
+interrupted (SIGINT, SIGTERM). Each tool's --help lists those that apply to it, saying what
+counts as a bad argument and as a missing input for that tool (`exit_codes_help`).
 """
 
 from __future__ import annotations
@@ -26,12 +22,17 @@ from hackmatrix.exit_codes import (  # noqa: F401
 from hackmatrix.messages import error_line, name_shown, one_line
 from hackmatrix.training.config import MAX_SEED
 
-EXIT_CODES_HELP = """exit codes:
-  0  ok
-  2  other failure
-  3  bad arguments, an output file that cannot be written, or a malformed scenario file
-  6  missing or incompatible checkpoint, run directory or input file
-  7  interrupted (SIGINT or SIGTERM)"""
+
+def exit_codes_help(bad_arguments: str = "bad arguments", missing_input: str | None = None,
+                    ok: str = "ok") -> str:
+    """The exit-code block of a tool's --help, in the tool's own words: what exit 3 covers for
+    it and, for a tool that reads input files, what exit 6 means (None: the tool has no 6)."""
+    lines = ["exit codes:", f"  0  {ok}", "  2  other failure", f"  3  {bad_arguments}"]
+    if missing_input is not None:
+        lines.append(f"  6  {missing_input}")
+    lines.append("  7  interrupted (SIGINT or SIGTERM)")
+    return "\n".join(lines)
+
 
 # A GIF stores a frame's delay in hundredths of a second in 16 bits (at most 655.35 s); longer
 # pauses are what the viewer's --step is for.
@@ -48,17 +49,26 @@ class ToolError(Exception):
 
 class ArgumentParser(argparse.ArgumentParser):
     """argparse with exit code 3 for bad arguments (argparse's own 2 means 'other failure' here)
-    and the exit codes in the help text."""
+    and the exit codes in the help text: by default those of a tool that reads no input file;
+    a tool that does passes its own `exit_codes_help(...)` as the epilog."""
 
     def __init__(self, **kwargs):
         kwargs.setdefault("formatter_class", argparse.RawDescriptionHelpFormatter)
-        kwargs.setdefault("epilog", EXIT_CODES_HELP)
+        kwargs.setdefault("epilog", exit_codes_help())
         kwargs.setdefault("allow_abbrev", False)  # full flag names only, as --help shows them
         super().__init__(**kwargs)
 
     def error(self, message):
         print(f"{self.prog}: error: {one_line(message)}", file=sys.stderr)
         sys.exit(EXIT_BAD_ARGUMENTS)
+
+
+def require_at_least_one(parser: argparse.ArgumentParser, counts: dict[str, int]) -> None:
+    """Exit 3 naming the first flag of `counts` ({flag: value}) whose value is below 1, and
+    that value, as the trainer words it."""
+    for flag, value in counts.items():
+        if value < 1:
+            parser.error(f"{flag} must be >= 1, got {value}")
 
 
 def seconds(text: str) -> float:

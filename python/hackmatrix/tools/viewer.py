@@ -3,8 +3,11 @@
 Each step prints the whole board before the agent acts (the game's text renderer; unlike
 `play.py` it shows what the agent cannot see: a hidden cryptog, stacked enemies), the
 value estimate and the top valid actions with their probabilities under the masked policy, the
-action taken, and the reward with its non-zero components. After each episode: steps, return,
-stage reached, score, whether it won, how it ended and the programs used.
+action taken, and the reward with its non-zero components. In step mode the episode's first
+board comes before the first prompt and each step prints, after its action, the board that
+action leads to, so that the board above the prompt is always the one the next action is taken
+on. After each episode: steps, return, stage reached, score, whether it won, how it ended and
+the programs used; an episode stopped at the prompt gets the same summary.
 """
 
 from __future__ import annotations
@@ -47,8 +50,11 @@ class EpisodeSummary(NamedTuple):
     stage: int
     score: int
     won: bool
-    end: str                      # "won", "died", "invalid action" or "max steps"
+    end: str                      # "won", "died", "invalid action", "max steps" or STOPPED
     programs_used: dict[str, int]
+
+
+STOPPED = "stopped by the user"   # the end of an episode quit at the --step prompt
 
 
 @functools.cache
@@ -92,7 +98,8 @@ def watch(loaded: policy.LoadedPolicy, options: ViewerOptions, out: TextIO | Non
     """Plays `options.episodes` episodes, printing each step; returns the episode summaries.
 
     Output goes to `out` (default: the current sys.stdout). In step mode `read_line` (default:
-    a line of the current sys.stdin) is called before each step: "q" quits, end of input stops
+    a line of the current sys.stdin) is called before each step: "q" quits, after a summary of
+    the episode so far (shown, not returned: the episode did not end), and end of input stops
     waiting. An interrupt (KeyboardInterrupt, which the CLI raises for SIGTERM too) first writes
     the GIF of the frames collected so far, then propagates; one that comes while the GIF is
     written waits for the file.
@@ -157,6 +164,9 @@ def _play(loaded, options: ViewerOptions, out: TextIO, read_line: Callable[[], s
             frames.append(gif.render_frame(game_state, gif.status_line(game_state, episode, 0),
                                            "start"))
         episode_return, action_counts = 0.0, np.zeros(C.NUM_ACTIONS, np.int64)
+        header = f"=== episode {episode}/{options.episodes}"
+        if options.step_mode:  # the board first: each Enter then shows what is done on it
+            show(f"{header}  start ===\n{renderer.render(game_state, color=options.color)}")
         steps = 0  # max_steps >= 1, so `info` is set before the summary reads it
         while steps < options.max_steps:
             if waiting_for_enter:
@@ -166,6 +176,9 @@ def _play(loaded, options: ViewerOptions, out: TextIO, read_line: Callable[[], s
                 if answer == "":
                     waiting_for_enter = False  # input closed: play on without waiting
                 elif answer.strip().lower() == "q":
+                    stopped = _summary(steps, episode_return, game_state, action_counts,
+                                       won=False, end=STOPPED)
+                    show(f"{header} stopped ===\n{_summary_text(stopped)}")
                     return
             key, act_key, step_key = jax.random.split(key, 3)
             action, probabilities, value, mask = jax.device_get(
@@ -182,14 +195,18 @@ def _play(loaded, options: ViewerOptions, out: TextIO, read_line: Callable[[], s
             action_counts[action] += 1
 
             top = policy.top_actions(probabilities, mask, options.top_k)
-            lines = [f"=== episode {episode}/{options.episodes}  step {steps} ===",
-                     renderer.render(game_state, color=options.color),
-                     report.top_actions_line(top, float(value)),
-                     f"action: {report.action_name(action)} "
-                     f"({100 * float(probabilities[action]):.1f}%)",
-                     report.reward_line(float(reward), components)]
+            decision = [report.top_actions_line(top, float(value)),
+                        f"action: {report.action_name(action)} "
+                        f"({100 * float(probabilities[action]):.1f}%)",
+                        report.reward_line(float(reward), components)]
             if bool(info["invalid_action"]):
-                lines.append("INVALID ACTION: the episode ends")
+                decision.append("INVALID ACTION: the episode ends")
+            step_header = f"{header}  step {steps} ==="
+            if options.step_mode:  # the board acted on is above the prompt already
+                lines = [step_header, *decision,
+                         renderer.render(game_state_after, color=options.color)]
+            else:
+                lines = [step_header, renderer.render(game_state, color=options.color), *decision]
             # The frame first: every step shown is in the GIF, even if interrupted right after.
             if options.gif_path:
                 frames.append(gif.render_frame(
@@ -206,23 +223,35 @@ def _play(loaded, options: ViewerOptions, out: TextIO, read_line: Callable[[], s
             if finished:
                 break
 
-        programs = {C.PROGRAM_NAMES[k]: int(count)
-                    for k, count in enumerate(action_counts[C.FIRST_PROGRAM_ACTION:]) if count}
-        summary = EpisodeSummary(
-            steps=steps, episode_return=episode_return, stage=int(game_state.stage),
-            score=int(game_state.core.score), won=bool(info["won"]),
-            end=_end_reason(info), programs_used=programs)
+        summary = _summary(steps, episode_return, game_state, action_counts,
+                           won=bool(info["won"]), end=_end_reason(info))
         summaries.append(summary)
-        show("\n".join([
-            f"=== episode {episode}/{options.episodes} finished ===",
-            renderer.render(game_state, color=options.color),
-            f"last action: {report.action_name(action)}  "
-            f"{report.reward_line(float(reward), components)}",
-            f"steps {summary.steps}  return {summary.episode_return:+.3f}  stage {summary.stage}  "
-            f"score {summary.score}  won {'yes' if summary.won else 'no'}  end: {summary.end}",
-            f"programs used: {report.programs_used_text(summary.programs_used)}"]))
+        if options.step_mode:  # the last step's action and board are just above
+            show(f"{header} finished ===\n{_summary_text(summary)}")
+        else:
+            show("\n".join([
+                f"{header} finished ===",
+                renderer.render(game_state, color=options.color),
+                f"last action: {report.action_name(action)}  "
+                f"{report.reward_line(float(reward), components)}",
+                _summary_text(summary)]))
         if options.delay > 0 and episode < options.episodes and not waiting_for_enter:
             time.sleep(options.delay)
+
+
+def _summary(steps: int, episode_return: float, game_state, action_counts, won: bool,
+             end: str) -> EpisodeSummary:
+    programs = {C.PROGRAM_NAMES[k]: int(count)
+                for k, count in enumerate(action_counts[C.FIRST_PROGRAM_ACTION:]) if count}
+    return EpisodeSummary(
+        steps=steps, episode_return=episode_return, stage=int(game_state.stage),
+        score=int(game_state.core.score), won=won, end=end, programs_used=programs)
+
+
+def _summary_text(summary: EpisodeSummary) -> str:
+    return (f"steps {summary.steps}  return {summary.episode_return:+.3f}  stage {summary.stage}  "
+            f"score {summary.score}  won {'yes' if summary.won else 'no'}  end: {summary.end}\n"
+            f"programs used: {report.programs_used_text(summary.programs_used)}")
 
 
 def _write_gif(frames, options: ViewerOptions) -> None:

@@ -1,6 +1,10 @@
 """`benchmark.py kernels` attribution and the benchmark CLIs' argument checks."""
 
 import argparse
+import importlib
+import pathlib
+import re
+import runpy
 
 import jax
 import jax.numpy as jnp
@@ -9,6 +13,8 @@ import pytest
 from hackmatrix.bench import kernels
 from hackmatrix.bench.arguments import add_count_list, positive_int, positive_int_list
 from hackmatrix.tools.cli import ArgumentParser
+
+BENCHMARK = pathlib.Path(__file__).resolve().parents[2] / "scripts" / "benchmark.py"
 
 
 def _two_scoped_outputs(x):
@@ -92,10 +98,52 @@ def test_every_benchmark_list_takes_spaces_commas_or_both():
     ("profile", ["--num-envs", "1", "--num-steps", "1"]),  # a batch of 1 in 4 minibatches
 ])
 def test_bad_benchmark_arguments_exit_3_before_compiling(command, argv, capsys):
-    import importlib
     module = importlib.import_module(f"hackmatrix.bench.{command}")
     with pytest.raises(SystemExit) as exit_info:
         module.main(argv)
     assert exit_info.value.code == 3
     error = capsys.readouterr().err.strip().splitlines()[-1]
     assert error.startswith(f"benchmark.py {command}: error:")
+
+
+@pytest.mark.parametrize("argv", [[], ["--num-envs", "64", "env"]])
+def test_benchmark_without_a_subcommand_first_names_the_subcommands(argv, capsys):
+    benchmark_main = runpy.run_path(str(BENCHMARK), run_name="bench_test")["main"]
+    with pytest.raises(SystemExit) as exit_info:
+        benchmark_main(argv)
+    assert exit_info.value.code == 3
+    assert capsys.readouterr().err == (
+        "benchmark.py: error: name a subcommand first: env, train, kernels or profile (then its "
+        "options; see benchmark.py COMMAND --help)\n")
+
+
+class _ParserBuilt(Exception):
+    """Raised instead of parsing: the options are all added by then."""
+
+
+@pytest.mark.parametrize("command", ["env", "train", "kernels", "profile"])
+def test_every_benchmark_option_has_help_with_its_default(command, monkeypatch):
+    options = []
+    add_argument = ArgumentParser.add_argument
+
+    def recording(parser, *args, **kwargs):
+        option = add_argument(parser, *args, **kwargs)
+        options.append(option)
+        return option
+
+    def stop(parser, argv=None):
+        raise _ParserBuilt
+
+    monkeypatch.setattr(ArgumentParser, "add_argument", recording)
+    monkeypatch.setattr(ArgumentParser, "parse_args", stop)
+    with pytest.raises(_ParserBuilt):
+        importlib.import_module(f"hackmatrix.bench.{command}").main([])
+    for option in options:
+        if option.default == argparse.SUPPRESS:  # --help
+            continue
+        assert option.help, option.option_strings
+        if option.default not in (None, False, ""):  # a value the user would otherwise not know
+            default = option.default
+            shown = " ".join(map(str, default)) if isinstance(default, list) else str(default)
+            assert re.search(rf"default {re.escape(shown)}\b", option.help), (
+                option.option_strings, option.help)

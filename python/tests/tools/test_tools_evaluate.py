@@ -13,6 +13,7 @@ from hackmatrix.game import scenario
 from hackmatrix.game.env import EnvParams
 from hackmatrix.tools import baselines, cli, evaluation, policy
 from hackmatrix.training import checkpoint as ckpt
+from hackmatrix.training.config import MAX_COUNT
 
 evaluate_main = load_script("evaluate.py")
 
@@ -125,6 +126,40 @@ def test_cli_errors(tmp_path, capsys):
         assert exit_info.value.code == cli.EXIT_BAD_ARGUMENTS
 
 
+@pytest.mark.parametrize("argv, error", [
+    (["--episodes", "0"], "--episodes must be >= 1, got 0"),
+    (["--max-steps", "-3"], "--max-steps must be >= 1, got -3"),
+    (["--episodes", str(MAX_COUNT + 1)], f"--episodes must be at most {MAX_COUNT}, got "
+                                          f"{MAX_COUNT + 1}"),
+])
+def test_a_count_out_of_range_is_named_with_its_value(argv, error, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        evaluate_main(argv)
+    assert exit_info.value.code == cli.EXIT_BAD_ARGUMENTS
+    assert capsys.readouterr().err == f"evaluate.py: error: {error}\n"
+
+
+class Evaluating(BaseException):
+    """Stands in for the evaluation (a BaseException, so that run_main lets it through)."""
+
+
+def test_without_a_checkpoint_it_says_that_only_the_baselines_are_evaluated(capsys,
+                                                                            monkeypatch):
+    def evaluating(*args, **kwargs):
+        raise Evaluating
+
+    monkeypatch.setattr(evaluation, "run_episodes", evaluating)
+    with pytest.raises(Evaluating):
+        evaluate_main(["--baselines", "exit-runner,random"])
+    assert capsys.readouterr().out.startswith(
+        "no CHECKPOINT given: evaluating the baselines only (exit-runner, random)\n256 episodes")
+    with pytest.raises(SystemExit):
+        evaluate_main(["--help"])
+    help_text = " ".join(capsys.readouterr().out.split())
+    assert "With no CHECKPOINT and no --latest only the baselines are evaluated" in help_text
+    assert "run directory (none: the baselines only)" in help_text
+
+
 def test_max_steps_defaults_to_the_training_env_episode_limit(capsys):
     # The script keeps the number literal so that --help does not import JAX.
     with pytest.raises(SystemExit):
@@ -139,6 +174,7 @@ def test_report_names_the_file_loaded(tiny_run, capsys):
                           "--max-steps", str(MAX_STEPS), "--seed", str(SEED)]) == 0
     out = capsys.readouterr().out
     assert f"\n{tiny_run}: {ckpt.resolve_policy_file(tiny_run)} (2 x 32 MLP)\n" in out
+    assert "baselines only" not in out
 
 
 @pytest.mark.parametrize("case", ["same_text", "run_dir_and_its_file", "latest", "baseline_name"])

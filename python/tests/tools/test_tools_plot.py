@@ -9,6 +9,7 @@ from PIL import Image
 from conftest import load_script
 from hackmatrix.game import constants as C
 from hackmatrix.tools import cli, plotting
+from hackmatrix.training.metrics import APPROX_KL_LIMIT, CLIP_FRACTION_LIMIT
 
 plot_main = load_script("plot_metrics.py")
 
@@ -110,6 +111,23 @@ def test_one_record_is_drawn_with_markers_and_titled_by_the_run(name_the_file, t
     # the death and truncation rates) and all reward components.
     assert len(curves) == 11 + len(C.REWARD_COMPONENTS)
     assert all(line.get_marker() == "o" for line in curves)
+
+
+def test_help_names_every_panel_drawn(tmp_path, capsys, drawn_figures):
+    run_dir = tmp_path / "bare"
+    _write_metrics(run_dir, [{"update": 1}])  # no curve logged: every panel is still drawn
+    assert plot_main([str(run_dir)]) == 0
+    (figure,) = drawn_figures
+    titles = [ax.get_title() for ax in figure.axes]
+    assert len(titles) == 10
+    assert all([text.get_text() for text in ax.texts] == ["not logged"] for ax in figure.axes)
+    capsys.readouterr()
+    with pytest.raises(SystemExit):
+        plot_main(["--help"])
+    help_text = " ".join(capsys.readouterr().out.split())
+    assert all(title in help_text for title in titles), titles
+    assert 'A panel whose keys the run did not log reads "not logged".' in help_text
+    assert f"health threshold ({APPROX_KL_LIMIT} and {CLIP_FRACTION_LIMIT})" in help_text
 
 
 def test_long_series_are_plain_lines(tmp_path, drawn_figures):

@@ -23,6 +23,7 @@ from hackmatrix.training import network as net
 watch_main = load_script("watch_jax_agent.py")
 
 FAST = ["--delay", "0", "--max-steps", "6"]
+STEP_PROMPT = "[Enter] next step, q + Enter quits: "
 
 
 def _episode_lengths(output: str) -> list[int]:
@@ -168,6 +169,19 @@ def test_bad_checkpoint_exits_6_with_one_line(make_bad_source, tmp_path, capsys)
     assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
 
 
+@pytest.mark.parametrize("argv, error", [
+    (["--episodes", "0"], "--episodes must be >= 1, got 0"),
+    (["--max-steps", "-3"], "--max-steps must be >= 1, got -3"),
+    (["--top", "0", "--episodes", "0"], "--episodes must be >= 1, got 0"),  # the first one
+    (["--top", "0"], "--top must be >= 1, got 0"),
+])
+def test_a_count_below_one_is_named_with_its_value(argv, error, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        watch_main(["x.pkl", *argv])
+    assert exit_info.value.code == cli.EXIT_BAD_ARGUMENTS
+    assert capsys.readouterr().err == f"watch_jax_agent.py: error: {error}\n"
+
+
 def test_latest_in_empty_dir_and_bad_arguments(tmp_path, capsys):
     assert watch_main(["--latest", "--checkpoint-dir", str(tmp_path)]) == cli.EXIT_BAD_CHECKPOINT
     assert watch_main(["--latest", "--checkpoint-dir", str(tmp_path / "nope")]) == 6
@@ -197,9 +211,40 @@ def test_quitting_in_step_mode_still_writes_the_gif(tiny_run, tmp_path):
                              viewer.ViewerOptions(step_mode=True, gif_path=str(gif_path),
                                                   color=False),
                              out=out, read_line=lambda: "q\n")
-    assert summaries == []
+    assert summaries == []  # the episode did not end
+    assert out.getvalue().endswith(
+        f"{STEP_PROMPT}=== episode 1/1 stopped ===\n"
+        "steps 0  return +0.000  stage 1  score 0  won no  end: stopped by the user\n"
+        f"programs used: none\nwrote {gif_path} (1 frame)\n")
     with Image.open(gif_path) as image:
         assert image.n_frames == 1  # the initial state only
+
+
+def test_step_mode_shows_each_board_before_the_action_taken_on_it(tiny_run):
+    """The board comes before the first prompt; each Enter shows the action and the board it
+    leads to; q stops with the summary so far. The same episode as without --step."""
+    loaded = policy.load_policy(tiny_run)
+    played = io.StringIO()
+    viewer.watch(loaded, viewer.ViewerOptions(delay=0, max_steps=3, color=False), out=played)
+    # Without --step each step's block is its header, the board acted on, then the decision
+    # (the last one followed by the finished block).
+    step_bodies = re.split(r"^=== episode 1/1  step \d ===\n", played.getvalue(),
+                           flags=re.MULTILINE)[1:]
+    assert len(step_bodies) == 3 and "steps 3  return" in step_bodies[-1]
+    boards, decisions = zip(*(body.split("\nvalue ", 1) for body in step_bodies))
+
+    answers = iter(["\n", "\n", "q\n"])
+    stepped = io.StringIO()
+    assert viewer.watch(loaded, viewer.ViewerOptions(step_mode=True, max_steps=3, color=False),
+                        out=stepped, read_line=lambda: next(answers)) == []
+    expected = f"=== episode 1/1  start ===\n{boards[0]}\n{STEP_PROMPT}"
+    for step in (1, 2):
+        expected += (f"=== episode 1/1  step {step} ===\nvalue {decisions[step - 1]}"
+                     f"{boards[step]}\n{STEP_PROMPT}")
+    assert stepped.getvalue().startswith(expected + "=== episode 1/1 stopped ===\n")
+    assert re.fullmatch(r"steps 2  return [+-]\d+\.\d{3}  stage \d  score \d+  won no  end: "
+                        r"stopped by the user\nprograms used: .+\n",
+                        stepped.getvalue()[len(expected + "=== episode 1/1 stopped ===\n"):])
 
 
 def test_a_reader_that_goes_away_still_gets_the_gif_so_far(tiny_run, tmp_path):
