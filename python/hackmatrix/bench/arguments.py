@@ -34,3 +34,14 @@ def add_count_list(parser: argparse.ArgumentParser, flag: str, default: list[int
     parser.add_argument(flag, type=positive_int_list, nargs="+", action=_Joined, default=default,
                         metavar="N", help=f"{text} (default {' '.join(map(str, default))}; "
                                           "separated by spaces or commas)")
+
+
+def add_update_shape(parser: argparse.ArgumentParser) -> None:
+    """--num-steps, --hidden-dim and --num-layers, defaulting to the training targets' config
+    (128 steps per env, a 256 x 2 MLP), for the benchmarks that run PPO updates."""
+    parser.add_argument("--num-steps", type=positive_int, default=128,
+                        help="rollout length per env per update (default 128)")
+    parser.add_argument("--hidden-dim", type=positive_int, default=256,
+                        help="units per hidden layer (default 256)")
+    parser.add_argument("--num-layers", type=positive_int, default=2,
+                        help="hidden layers (default 2)")

@@ -25,7 +25,7 @@ import jax
 import jax.numpy as jnp
 
 from hackmatrix import xla_options
-from hackmatrix.bench.arguments import positive_int
+from hackmatrix.bench.arguments import add_update_shape, positive_int
 from hackmatrix.bench.kernels import (in_game_scope, instruction_counts, scope_parts,
                                       scoped_game_functions)
 from hackmatrix.tools.cli import ArgumentParser
@@ -108,12 +108,7 @@ def main(argv=None) -> int:
     parser = ArgumentParser(prog="benchmark.py profile", description=__doc__)
     parser.add_argument("--num-envs", type=positive_int, default=256,
                         help="parallel environments (default 256)")
-    parser.add_argument("--num-steps", type=positive_int, default=128,
-                        help="rollout length per env per update (default 128)")
-    parser.add_argument("--hidden-dim", type=positive_int, default=256,
-                        help="units per hidden layer (default 256)")
-    parser.add_argument("--num-layers", type=positive_int, default=2,
-                        help="hidden layers (default 2)")
+    add_update_shape(parser)
     parser.add_argument("--updates", type=positive_int, default=2,
                         help="profiled updates, after one warm-up update (default 2)")
     parser.add_argument("--top", type=positive_int, default=40, help="rows shown (default 40)")

@@ -20,7 +20,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from hackmatrix import gc_pause, xla_options
-from hackmatrix.bench.arguments import add_count_list, positive_int
+from hackmatrix.bench.arguments import add_count_list, add_update_shape, positive_int
 from hackmatrix.tools.cli import ArgumentParser
 from hackmatrix.training import devices, distribution
 from hackmatrix.training.config import (ConfigError, TrainConfig, auto_scale_for_batch_size,
@@ -157,12 +157,7 @@ def _quartiles(values: list[float]) -> tuple[float, float]:
 def main(argv=None) -> int:
     parser = ArgumentParser(prog="benchmark.py train", description=__doc__)
     add_count_list(parser, "--num-envs", [64, 256, 1024], "env counts")
-    parser.add_argument("--num-steps", type=positive_int, default=128,
-                        help="rollout length per env (default 128)")
-    parser.add_argument("--hidden-dim", type=positive_int, default=256,
-                        help="units per hidden layer (default 256)")
-    parser.add_argument("--num-layers", type=positive_int, default=2,
-                        help="hidden layers (default 2)")
+    add_update_shape(parser)
     parser.add_argument("--num-minibatches", type=positive_int, help="default: auto-scaled from 4")
     parser.add_argument("--update-epochs", type=positive_int, help="default: auto-scaled from 4")
     parser.add_argument("--updates", type=positive_int, default=2, help="updates per timed chunk (default 2)")
