@@ -7,6 +7,12 @@ of its ~3 s of tracing and lowering (measured with `gc.callbacks`, specs/perform
 objects tracing drops are freed by reference counting: a collection after the trace finds no
 cyclic garbage, so pausing costs no memory. The collector is paused only around tracing and
 lowering, never around a run.
+
+The CLIs also freeze what their start-up imported (`freeze_imported`, from `launch.load_main`):
+frozen objects are left out of every later collection, so the collections that still run (the
+tools' first compile, which is not paused, and the trainer's work between traces) skip them:
+0.23-0.26 s -> 0.06-0.07 s of collector time in the viewer's first reset and step. Module-level
+objects live as long as the process anyway.
 """
 
 from __future__ import annotations
@@ -25,3 +31,8 @@ def paused():
     finally:
         if was_enabled:
             gc.enable()
+
+
+def freeze_imported() -> None:
+    """Moves every object alive now (after a program's imports) out of the collector's reach."""
+    gc.freeze()

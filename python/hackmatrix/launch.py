@@ -9,7 +9,7 @@ from __future__ import annotations
 import importlib
 import sys
 
-from hackmatrix import interrupts
+from hackmatrix import gc_pause, interrupts
 from hackmatrix.exit_codes import EXIT_FAILURE, EXIT_INTERRUPTED
 from hackmatrix.messages import error_line
 
@@ -25,4 +25,5 @@ def load_main(module: str):
     if signals:
         print(f"interrupted by {signals[0]} while starting", file=sys.stderr)
         sys.exit(EXIT_INTERRUPTED)
+    gc_pause.freeze_imported()
     return main
