@@ -14,6 +14,9 @@ from hackmatrix.game import constants as C
 # Facts of the rules, written from the rules text for the references (not the game's constants).
 DIRECTIONS = ((1, 0), (-1, 0), (0, -1), (0, 1))  # (d_row, d_col) of up, down, left, right (§1)
 MAX_HP = (2, 3, 2, 2)  # by enemy kind: virus, daemon, glitch, cryptog (§9.1)
+TYPE_NAMES = ("virus", "daemon", "glitch", "cryptog")  # enemy kinds 0-3 (§9.1)
+CORNERS = ((0, 0), (0, 5), (5, 0), (5, 5))  # (row, col) (§1)
+STAGE_TABLE = (1, 2, 4, 8, 16, 32, 64, 100)  # §14.1 component 2 and the death penalty
 
 
 def _item_list(items, fields):
@@ -68,6 +71,11 @@ def unbatch(tree, index):
 
 def is_block(content) -> bool:
     return C.DATA_BLOCK <= content <= C.QUESTION_BLOCK
+
+
+def block_at(s: dict, row: int, col: int) -> bool:
+    """Whether cell (row, col) of the plain state `s` holds a block."""
+    return is_block(s["cells"]["content"][row][col])
 
 
 def state_diff(expected, actual) -> list[str]:

@@ -26,12 +26,12 @@ from hackmatrix.game import scenario
 
 import compiled
 import plain
+from plain import CORNERS
 from test_pathfinding import reference_move
 
 KEY = jax.random.PRNGKey(0)
 NUM_CASES = 400
 NUM_FREE_PROGRAM_CASES = 60
-CORNERS = ((0, 0), (0, 5), (5, 0), (5, 5))
 SPEED = {C.VIRUS: 2, C.DAEMON: 1, C.GLITCH: 1, C.CRYPTOG: 1}  # §9.1
 # §9.2's rejection sampling draws 100 of the 36 cells per category: with at least this many
 # qualifying cells it gives up with probability < 1e-6, so a fallback or a drop is then a bug.

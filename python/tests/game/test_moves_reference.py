@@ -39,11 +39,10 @@ from hackmatrix.game import scenario
 
 import compiled
 import plain
+from plain import CORNERS, TYPE_NAMES
 
 KEY = jax.random.PRNGKey(0)
 SIZE = 6
-CORNERS = ((0, 0), (0, 5), (5, 0), (5, 5))
-TYPE_NAMES = ("virus", "daemon", "glitch", "cryptog")
 DIRECTION_NAMES = ("up", "down", "left", "right")
 KILL_REWARD = 0.3           # §14.1 component 4, per kill
 DATA_SIPHON_REWARD = 1.0    # §14.1 component 5
@@ -60,10 +59,6 @@ def on_board(row, col):
     return 0 <= row < SIZE and 0 <= col < SIZE
 
 
-def is_block_cell(s, row, col):
-    return plain.is_block(s["cells"]["content"][row][col])
-
-
 def pieces_at(pieces, row, col):
     """Indices of the pieces (enemies or transmissions) on (row, col), in list order."""
     return [i for i, x in enumerate(pieces) if (x["row"], x["col"]) == (row, col)]
@@ -74,7 +69,7 @@ def reference_valid(s, direction):
     (any enemy in the list, whatever its hp)."""
     dr, dc = plain.DIRECTIONS[direction]
     row, col = s["player_row"] + dr, s["player_col"] + dc
-    return on_board(row, col) and (not is_block_cell(s, row, col)
+    return on_board(row, col) and (not plain.block_at(s, row, col)
                                    or bool(pieces_at(s["enemies"], row, col)))
 
 
@@ -89,7 +84,7 @@ def line_of_fire(s, direction, tags):
             if here:
                 if distance > 1:
                     tags.add("target at range > 1")
-                if is_block_cell(s, row, col):
+                if plain.block_at(s, row, col):
                     tags.add(f"target on a block: {kind}")
                 if kind == "transmissions" and pieces_at(s["enemies"], row, col):
                     tags.add("transmission found before an enemy on its cell")
@@ -97,7 +92,7 @@ def line_of_fire(s, direction, tags):
                     tags.add(f"several {kind} on the target cell")
                 return kind, here[0]
         cells = s["cells"]
-        if is_block_cell(s, row, col):
+        if plain.block_at(s, row, col):
             behind = [(row + k * dr, col + k * dc) for k in range(1, SIZE)]
             if any(pieces_at(s["enemies"], *cell) or pieces_at(s["transmissions"], *cell)
                    for cell in behind if on_board(*cell)):
@@ -156,7 +151,7 @@ def reference_direction(before, direction):
     if not on_board(row, col):
         tags.add("fails: off the board")
         return before, {"failed": True}, tags
-    if is_block_cell(s, row, col):
+    if plain.block_at(s, row, col):
         tags.add("fails: block")
         return before, {"failed": True}, tags
     s["player_row"], s["player_col"] = row, col

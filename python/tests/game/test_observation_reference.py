@@ -51,15 +51,13 @@ from hackmatrix.game import scenario
 
 import compiled
 import plain
+from plain import CORNERS, MAX_HP, TYPE_NAMES
 from test_fuzz import random_scenario
 
 SIZE = 6
 CELLS = tuple((r, c) for r in range(SIZE) for c in range(SIZE))
 EDGE_CELLS = tuple((r, c) for r, c in CELLS if r in (0, SIZE - 1) or c in (0, SIZE - 1))
-CORNERS = ((0, 0), (0, 5), (5, 0), (5, 5))
-TYPE_NAMES = ("virus", "daemon", "glitch", "cryptog")  # one-hot channels 0-3 (§9.1)
 CRYPTOG = 3
-MAX_HP = (2, 3, 2, 2)
 NUM_PROGRAMS = 23
 FIRST_PROGRAM_ACTION = 5
 
@@ -112,10 +110,6 @@ def reciprocal_product(n, d):
     return np.float32(n) * np.float32(1 / d)
 
 
-def is_block(s, row, col):
-    return plain.is_block(s["cells"]["content"][row][col])
-
-
 def shown_enemy(s, row, col):
     """§15.3: the first enemy in list order on the cell with hp > 0, or None when there is none
     or it is a cryptog out of sight (outside the player's row and column, SHOW off)."""
@@ -154,7 +148,7 @@ def reference_cell(s, row, col, divide):
     transmissions = [t for t in s["transmissions"] if (t["row"], t["col"]) == (row, col)]
     if transmissions:
         channels[COUNTDOWN] = min(divide(transmissions[0]["turns_remaining"], 4), 1)
-    if not is_block(s, row, col) or siphoned:
+    if not plain.block_at(s, row, col) or siphoned:
         channels[CREDITS] = divide(cells["credits"][row][col], 3)
         channels[ENERGY] = divide(cells["energy"][row][col], 3)
     channels[PICKUP] = content == C.DATA_SIPHON
@@ -376,7 +370,7 @@ def situations(s):
     player = (s["player_row"], s["player_col"])
     seen[f"stage {s['stage']}"] += 1
     seen["player on an edge"] += player in EDGE_CELLS
-    seen["player on a block"] += is_block(s, *player)
+    seen["player on a block"] += plain.block_at(s, *player)
     seen["credits >= 50"] += s["credits"] >= 50
     seen["energy >= 50"] += s["energy"] >= 50
     seen["dataSiphons > 10"] += s["data_siphons"] > 10
@@ -392,7 +386,7 @@ def situations(s):
         seen["several living enemies on a cell"] += len(living) > 1
         seen["enemy hp above its type's maximum"] += bool(
             shown and shown["hp"] > MAX_HP[shown["kind"]])
-        seen["enemy on a block"] += bool(shown) and is_block(s, row, col)
+        seen["enemy on a block"] += bool(shown) and plain.block_at(s, row, col)
         seen["enemy on the player's cell"] += bool(shown) and (row, col) == player
         if living and living[0]["kind"] == CRYPTOG:
             first = living[0]
@@ -411,7 +405,7 @@ def situations(s):
         seen["countdown <= 0"] += bool(transmissions) and transmissions[0]["turns_remaining"] <= 0
         resource = cells["credits"][row][col] or cells["energy"][row][col]
         content = cells["content"][row][col]
-        if resource and is_block(s, row, col):
+        if resource and plain.block_at(s, row, col):
             seen["resource under a siphoned block" if cells["siphoned"][row][col]
                  else "resource under an unsiphoned block"] += 1
             seen["resource under a question block"] += content == C.QUESTION_BLOCK
@@ -419,10 +413,10 @@ def situations(s):
         seen["resource under a pickup"] += bool(resource) and content == C.DATA_SIPHON
         seen["resource above 3"] += resource > 3
         seen["siphoned cell without a block"] += (cells["siphoned"][row][col]
-                                                  and not is_block(s, row, col))
+                                                  and not plain.block_at(s, row, col))
         seen["block points above 9"] += content == C.DATA_BLOCK and cells["points"][row][col] > 9
         seen["siphon centre on a block"] += (cells["siphon_center"][row][col]
-                                             and is_block(s, row, col))
+                                             and plain.block_at(s, row, col))
     return seen
 
 
@@ -641,7 +635,8 @@ def hidden_variant(rng, d, s):
             else:
                 block["points"] = rng.randint(0, 20)
             block["spawnCount"] = rng.randint(0, 20)
-    covered = [(r, c) for r, c in CELLS if is_block(s, r, c) and not s["cells"]["siphoned"][r][c]]
+    covered = [(r, c) for r, c in CELLS
+               if plain.block_at(s, r, c) and not s["cells"]["siphoned"][r][c]]
     v["resources"] = [x for x in v["resources"] if (x["row"], x["col"]) not in covered]
     v["resources"] += [{"row": r, "col": c, rng.choice(("credits", "energy")): rng.randint(1, 9)}
                        for r, c in covered if rng.random() < 0.7]
@@ -650,7 +645,7 @@ def hidden_variant(rng, d, s):
     question_cells = {(b["row"], b["col"]) for b in d["blocks"] if b["type"] == "question"}
     v["siphonedCells"] = v["siphonedCells"] + [
         {"row": r, "col": c} for r, c in CELLS
-        if not is_block(s, r, c) and (r, c) not in question_cells and rng.random() < 0.3]
+        if not plain.block_at(s, r, c) and (r, c) not in question_cells and rng.random() < 0.3]
     return v
 
 

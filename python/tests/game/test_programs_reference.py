@@ -34,13 +34,13 @@ from hackmatrix.game import scenario
 
 import compiled
 import plain
+from plain import TYPE_NAMES
 from test_fuzz import random_scenario
 
 KEY = jax.random.PRNGKey(0)
 SIZE = 6
 RING = tuple((dr, dc) for dr in (-1, 0, 1) for dc in (-1, 0, 1) if (dr, dc) != (0, 0))
 VIRUS, DAEMON, GLITCH, CRYPTOG = range(4)
-TYPE_NAMES = ("virus", "daemon", "glitch", "cryptog")
 
 # §7.1: (name, credits, energy), in action order 5..27.
 PROGRAMS = (
@@ -79,10 +79,6 @@ def ring_cells(row, col):
     return [(row + dr, col + dc) for dr, dc in RING if on_board(row + dr, col + dc)]
 
 
-def is_block_cell(s, row, col):
-    return plain.is_block(s["cells"]["content"][row][col])
-
-
 def player_cell(s):
     return s["player_row"], s["player_col"]
 
@@ -102,13 +98,13 @@ def applicable(s, name):
     if name in ("PUSH", "PULL", "POLY"):
         return bool(enemies)
     if name == "CRASH":
-        return any(is_block_cell(s, r, c) or any((e["row"], e["col"]) == (r, c) for e in enemies)
+        return any(plain.block_at(s, r, c) or any((e["row"], e["col"]) == (r, c) for e in enemies)
                    or any((t["row"], t["col"]) == (r, c) for t in transmissions)
                    for r, c in ring_cells(row, col))
     if name == "WARP":
         return bool(enemies) or bool(transmissions)
     if name == "DEBUG":
-        return any(is_block_cell(s, e["row"], e["col"]) for e in enemies)
+        return any(plain.block_at(s, e["row"], e["col"]) for e in enemies)
     if name == "ROW":
         return any(e["row"] == row for e in enemies)
     if name == "COL":
@@ -147,7 +143,7 @@ def reference_mask(s):
     for dr, dc in plain.DIRECTIONS:
         r, c = row + dr, col + dc
         mask.append(on_board(r, c) and (
-            not is_block_cell(s, r, c) or any((e["row"], e["col"]) == (r, c)
+            not plain.block_at(s, r, c) or any((e["row"], e["col"]) == (r, c)
                                               for e in s["enemies"])))
     mask.append(s["data_siphons"] >= 1)
     for k, (name, credits, energy) in enumerate(PROGRAMS):
@@ -287,7 +283,7 @@ def effect_simple(s, name, tags):
     cells = s["cells"]
     row, col = player_cell(s)
     if name == "DEBUG":
-        return hit(s, [e for e in s["enemies"] if is_block_cell(s, e["row"], e["col"])],
+        return hit(s, [e for e in s["enemies"] if plain.block_at(s, e["row"], e["col"])],
                    s["attack_damage"], tags)
     if name == "ROW":
         return hit(s, [e for e in s["enemies"] if e["row"] == row], s["attack_damage"], tags)

@@ -30,11 +30,11 @@ from hackmatrix.game import scenario
 
 import compiled
 import plain
+from plain import STAGE_TABLE
 from test_fuzz import random_scenario
 from test_pathfinding import reference_distance
 
 KEY = jax.random.PRNGKey(0)
-STAGE_TABLE = [1, 2, 4, 8, 16, 32, 64, 100]
 ACTION_RESET = C.FIRST_PROGRAM_ACTION + C.RESET
 ACTION_WARP = C.FIRST_PROGRAM_ACTION + C.WARP
 ACTION_UNDO = C.FIRST_PROGRAM_ACTION + C.UNDO
@@ -57,12 +57,8 @@ def ring_of_eight(row, col):
             if (dr, dc) != (0, 0) and on_board(row + dr, col + dc)]
 
 
-def has_block(s, row, col):
-    return plain.is_block(s["cells"]["content"][row][col])
-
-
 def block_cells(s):
-    return {(r, c) for r in range(6) for c in range(6) if has_block(s, r, c)}
+    return {(r, c) for r in range(6) for c in range(6) if plain.block_at(s, r, c)}
 
 
 def held_by_block(s, row, col):
@@ -125,7 +121,7 @@ def siphon_yield(s, row, col):
     """§14.4 yield of position (row, col): (sorted data values, unowned programs, credits,
     energy); empty when the position itself has a block."""
     values, programs, credits, energy = [], set(), 0, 0
-    if has_block(s, row, col):
+    if plain.block_at(s, row, col):
         return values, programs, credits, energy
     cells = s["cells"]
     for r, c in cross(row, col):
@@ -146,11 +142,11 @@ def reference_siphon_quality(s):
     """§14.4: (component value, whether the yield held blocks, number of dominating cells)."""
     row, col = s["player_row"], s["player_col"]
     values, programs, credits, energy = siphon_yield(s, row, col)
-    open_cells = [(r, c) for r in range(6) for c in range(6) if not has_block(s, r, c)]
+    open_cells = [(r, c) for r in range(6) for c in range(6) if not plain.block_at(s, r, c)]
     with_blocks = bool(values or programs)
     if with_blocks:
         unsiphoned = [(r, c) for r, c in cross(row, col)
-                      if has_block(s, r, c) and not s["cells"]["siphoned"][r][c]]
+                      if plain.block_at(s, r, c) and not s["cells"]["siphoned"][r][c]]
         candidates = [x for x in open_cells
                       if all(abs(x[0] - b[0]) + abs(x[1] - b[1]) == 1 for b in unsiphoned)]
     else:
@@ -183,7 +179,7 @@ def line_of_fire_target(s, action):
         enemies = pieces_on(s["enemies"], (row, col))
         if enemies:
             return "enemy", enemies[0]
-        if has_block(s, row, col):
+        if plain.block_at(s, row, col):
             return None
         row, col = row + dr, col + dc
     return None
@@ -194,7 +190,7 @@ def move_fails(s, action):
     dr, dc = plain.DIRECTIONS[action]
     row, col = s["player_row"] + dr, s["player_col"] + dc
     return line_of_fire_target(s, action) is None and (
-        not on_board(row, col) or has_block(s, row, col))
+        not on_board(row, col) or plain.block_at(s, row, col))
 
 
 def kills_removing_the_dead(enemies, damage_of):
@@ -237,7 +233,7 @@ def program_kills(before, after, program):
                    for cell in ring_of_eight(*player))
     if program == C.DEBUG:
         return kills_removing_the_dead(
-            enemies, lambda e: damage if has_block(before, e["row"], e["col"]) else 0)
+            enemies, lambda e: damage if plain.block_at(before, e["row"], e["col"]) else 0)
     if program == C.ROW:
         return kills_removing_the_dead(enemies, lambda e: damage * (e["row"] == player[0]))
     if program == C.COL:
@@ -418,8 +414,6 @@ def generated_states():
     return [plain.unbatch(batch, i) for batch in batches for i in range(8)]
 
 
-
-
 # ---------------------------------------------------------------------------------------------
 # Siphon
 
@@ -457,7 +451,7 @@ def test_siphon_matches_the_rules(generated_states):
 
         # What the cases exercised.
         row, col = before["player_row"], before["player_col"]
-        seen["player on a block"] += has_block(before, row, col)
+        seen["player on a block"] += plain.block_at(before, row, col)
         seen[f"quality {'non-zero' if quality else 'zero'}, "
              f"{'blocks' if with_blocks else 'no blocks'} in the yield"] += 1
         seen["dominated by several cells"] += dominating > 1

@@ -60,6 +60,7 @@ from hackmatrix.game import scenario
 
 import compiled
 import plain
+from plain import CORNERS
 
 SEED = 20240611
 NUM_CASES = 500
@@ -75,7 +76,6 @@ PROGRAMS = ("PUSH", "PULL", "CRASH", "WARP", "POLY", "WAIT", "DEBUG", "ROW", "CO
             "SCORE", "REDUC", "ATK+", "HACK")  # §7.1: action 5 + index
 SPAWN_COST = (4, 4, 6, 5, 3, 1, 4, 2, 2, 3, 4, 7, 3, 2, 2, 6, 4, 4, 4, 5, 3, 8, 4)  # §7.1
 FIRST_PROGRAM_ACTION = 5
-CORNERS = ((0, 0), (0, 5), (5, 0), (5, 5))
 A1_TOP_LEVEL = ("player", "enemies", "transmissions", "blocks", "resources", "ownedPrograms",
                 "stage", "turn", "showActivated", "scheduledTasksDisabled")
 A1_PLAYER = ("row", "col", "hp", "credits", "energy", "dataSiphons", "score", "attackDamage")

@@ -52,6 +52,7 @@ from hackmatrix.game import observe, transition
 
 import compiled
 import plain
+from plain import CORNERS, STAGE_TABLE
 from test_fuzz import random_scenario
 from test_pathfinding import reference_distance
 
@@ -68,9 +69,7 @@ WARP = compiled.program_action("WARP")
 UNDO = compiled.program_action("UNDO")
 RESET = compiled.program_action("RESET")
 TURN_ENDING = MOVES + (SIPHON, WAIT)  # §5 step 2 (a move only while it misses the exit)
-STAGE_TABLE = (1, 2, 4, 8, 16, 32, 64, 100)  # §14.1 component 2
 MAX_STAGE = 8
-CORNERS = ((0, 0), (0, 5), (5, 0), (5, 5))
 # What the enemy turn (§8) cannot change: it only moves, stuns and decays enemies, counts down
 # and hatches transmissions, hurts the player, advances the turn and the scheduled task, places
 # transmissions and clears the owed count.
@@ -268,17 +267,13 @@ def _manhattan(a, b):
     return abs(a[0] - b[0]) + abs(a[1] - b[1])
 
 
-def _is_block(state, row, col):
-    return plain.is_block(state["cells"]["content"][row][col])
-
-
 def _free_for_new_transmission(state, transmission, index):
     """§9.2's free cell, judged on the final state (nothing moves after placement, and later
     placements only take more cells): not the player's, no block, no enemy, no other
     transmission."""
     cell = (transmission["row"], transmission["col"])
     others = [(t["row"], t["col"]) for j, t in enumerate(state["transmissions"]) if j != index]
-    return (cell != (state["player_row"], state["player_col"]) and not _is_block(state, *cell)
+    return (cell != (state["player_row"], state["player_col"]) and not plain.block_at(state, *cell)
             and cell not in [(e["row"], e["col"]) for e in state["enemies"]]
             and cell not in others)
 
@@ -287,7 +282,7 @@ def _any_free_cell(state):
     occupied = ({(e["row"], e["col"]) for e in state["enemies"]}
                 | {(t["row"], t["col"]) for t in state["transmissions"]}
                 | {(state["player_row"], state["player_col"])})
-    return any((r, c) not in occupied and not _is_block(state, r, c)
+    return any((r, c) not in occupied and not plain.block_at(state, r, c)
                for r in range(6) for c in range(6))
 
 
@@ -520,7 +515,7 @@ def test_observation_is_that_of_the_final_state(cases):
 
 def _distance(state):
     """§14.2 D(player -> exitPosition) on `state`'s board."""
-    blocks = {(r, c) for r in range(6) for c in range(6) if _is_block(state, r, c)}
+    blocks = {(r, c) for r in range(6) for c in range(6) if plain.block_at(state, r, c)}
     return reference_distance((state["player_row"], state["player_col"]),
                               (state["exit_row"], state["exit_col"]), blocks)
 

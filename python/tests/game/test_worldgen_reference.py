@@ -43,15 +43,14 @@ from hackmatrix.game import scenario
 
 import compiled
 import plain
+from plain import CORNERS, STAGE_TABLE
 
 ALPHA = 1e-7
 RESETS = 4000
 BATCH = 448
 CELLS = tuple((row, col) for row in range(6) for col in range(6))
-CORNERS = ((0, 0), (0, 5), (5, 0), (5, 5))
 # §7.1 "Block spawn cost", by program index (action 5 + index).
 SPAWN_COST = (4, 4, 6, 5, 3, 1, 4, 2, 2, 3, 4, 7, 3, 2, 2, 6, 4, 4, 4, 5, 3, 8, 4)
-STAGE_TABLE = (1, 2, 4, 8, 16, 32, 64, 100)  # §14.1
 BONUSES = ((10, 0, 0), (0, 11, 0), (0, 0, 1))  # §13.1 (credits, energy, dataSiphons)
 BLOCKS = (C.DATA_BLOCK, C.PROGRAM_BLOCK, C.QUESTION_BLOCK)
 LEFT, RIGHT, SIPHON = 2, 3, 4  # §3 action indices
