@@ -820,9 +820,9 @@ def _train(args, signals: _Signals, cleanup: contextlib.ExitStack) -> int:
         say(note)
     remaining_steps = config.total_timesteps - start_timesteps
     num_updates = start_update + max(0, remaining_steps // config.batch_size)
-    if num_updates == start_update:
-        if saved is None or not _finish_a_cut_short_final_save(run_dir, run_name, saved,
-                                                               resume_path, options, say):
+    if num_updates == start_update:  # a resume: `validate` gives a fresh run an update
+        if not _finish_a_cut_short_final_save(run_dir, run_name, saved, resume_path, options,
+                                              say):
             say(f"[done] run {run_name}: {resume_path.name} is at update {start_update} "
                 f"({start_timesteps} timesteps): --total-timesteps {config.total_timesteps} "
                 f"leaves no update of "
