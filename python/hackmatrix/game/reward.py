@@ -89,7 +89,10 @@ def components(start: Before, after, outcome: O.ActionOutcome, action, stage_com
 def total(values) -> jnp.ndarray:
     """The reward: the components added one by one in table order (§14.1)."""
     values = bb.materialize(values)  # else the sum recomputes every component (~200 operations)
-    reward = values[0]
+    # One-entry slices, squeezed once at the end: with `values[i]` each term is a slice and a
+    # reshape, and XLA's reshape mover then needs one simplification round per term to sink them
+    # (specs/performance.md, "The reward's sum and XLA's simplification rounds").
+    reward = values[..., 0:1]
     for i in range(1, C.NUM_REWARD_COMPONENTS):
-        reward = reward + values[i]
-    return reward
+        reward = reward + values[..., i:i + 1]
+    return reward[..., 0]
