@@ -83,6 +83,17 @@ class HackMatrixEnv:
         game = worldgen.new_game(key)
         return _env_observation(game), EnvState(game=game, time=jnp.asarray(0, jnp.int32))
 
+    def reset_shapes(self, params: EnvParams | None = None):
+        """`jax.ShapeDtypeStruct`s of `reset_env`'s (EnvObservation, EnvState), from a blank
+        state: no stage generation is traced. The trainer lowers its update against them while
+        the real reset traces and compiles beside that compile."""
+        def blank():
+            game = S.empty_state()
+            return (EnvObservation(jnp.zeros(observation.FLAT_SIZE, jnp.float32),
+                                   jnp.zeros(C.NUM_ACTIONS, jnp.bool_)),
+                    EnvState(game=game, time=jnp.asarray(0, jnp.int32)))
+        return jax.eval_shape(blank)
+
     def _step_before_generation(self, key, state: EnvState, action, params: EnvParams):
         """The game step up to its stage generation (see transition.py), with the env's time,
         done (truncation included) and info: (StepBeforeGeneration, time, done, info)."""

@@ -357,12 +357,15 @@ def _without_weak_types(tree):
     return jax.tree.map(strong, tree)
 
 
-def _run_init(traced_init, key, cancelled):
-    """The fresh RunnerState, or None when `cancelled` was set during init's XLA compile."""
+def _run_init(trainer, key, cancelled):
+    """The fresh RunnerState (traced, lowered, compiled once and run), or None when `cancelled`
+    was set before its XLA compile ended."""
     import jax
     with gc_pause.paused():
-        lowered = traced_init.lower()
-    compiled = lowered.compile()
+        lowered = jax.jit(trainer.init, out_shardings=trainer.runner_sharding,
+                          compiler_options=xla_options.compiler_options(run_once=True)
+                          ).trace(key).lower()
+    compiled = None if cancelled.is_set() else lowered.compile()
     return None if cancelled.is_set() else jax.block_until_ready(compiled(key))
 
 
@@ -384,16 +387,17 @@ def _wait_through_interrupts(future) -> None:
 
 
 def _build_runner_and_chunk(trainer, schedule, key, saved, config, keep_optimizer, say):
-    """(runner, compiled run_chunk). `init` is traced for the runner's shapes and `run_chunk` is
-    traced and lowered against them; then two worker threads compile both at once (XLA compiles
-    outside the GIL), one lowering and running `init` too, while the other compiles the chunk.
-    The chunk's tracing comes first, alone: Python work beside an XLA compile gets only part
-    of a core on a 2-core machine (measured: 3.2 s beside `init`'s compile, 1.7 s alone), and
-    the chunk's compile is the long pole that everything waits for. A checkpoint is checked
-    against those shapes before any compile starts, so a bad one fails at once. The compiles
-    run off the main thread because there SIGINT would abandon a compile still running (exiting
-    then crashes); instead an exception (SIGINT's KeyboardInterrupt included) reaches the caller
-    as itself once no compile runs."""
+    """(runner, compiled run_chunk). `run_chunk` is traced and lowered against the runner's
+    shapes (`trainer.init_shapes`, which does not trace the envs' reset); then two worker threads
+    run at once, one compiling the chunk (XLA compiles outside the GIL) while the other traces,
+    lowers, compiles and runs `init`. The chunk's tracing comes first, alone: Python work beside
+    an XLA compile gets only part of a core on a 2-core machine (measured: 3.2 s beside `init`'s
+    compile, 1.7 s alone), and the chunk's compile is the long pole that everything waits for;
+    `init`'s tracing fits beside its first, single-threaded phase (XLA's HLO passes). A
+    checkpoint is checked against those shapes before any compile starts, so a bad one fails at
+    once. The compiles run off the main thread because there SIGINT would abandon a compile
+    still running (exiting then crashes); instead an exception (SIGINT's KeyboardInterrupt
+    included) reaches the caller as itself once no compile runs."""
     import threading
     from concurrent.futures import ThreadPoolExecutor
 
@@ -401,9 +405,7 @@ def _build_runner_and_chunk(trainer, schedule, key, saved, config, keep_optimize
     import jax.numpy as jnp
 
     with gc_pause.paused():
-        init = jax.jit(trainer.init, out_shardings=trainer.runner_sharding,
-                       compiler_options=xla_options.compiler_options(run_once=True)).trace(key)
-    template = _without_weak_types(init.out_info)
+        template = _without_weak_types(trainer.init_shapes(key))
     restored = (None if saved is None
                 else _restore_runner(template, saved, config, keep_optimizer, say))
     # A resume takes from `init` only what the checkpoint cannot give (new envs, a reset optimizer).
@@ -415,10 +417,10 @@ def _build_runner_and_chunk(trainer, schedule, key, saved, config, keep_optimize
     pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="compile")
     jobs = []
     try:
-        if needs_init:
-            jobs.append(pool.submit(_run_init, init, key, cancelled))
         jobs.append(pool.submit(_compile_chunk, lowered_chunk, cancelled))
-        results = [job.result() for job in jobs]  # init's failure first, as when run in turn
+        if needs_init:
+            jobs.append(pool.submit(_run_init, trainer, key, cancelled))
+        results = [job.result() for job in reversed(jobs)]  # init's failure first
     except BaseException:  # e.g. SIGINT: skip what has not begun, wait out what has
         cancelled.set()
         for job in jobs:

@@ -137,6 +137,7 @@ class Trainer(NamedTuple):
     network: ActorCritic
     optimizer: optax.GradientTransformation
     init: Callable[[jax.Array], RunnerState]
+    init_shapes: Callable[[jax.Array], RunnerState]  # init's output shapes, traced cheaply
     run_chunk: Callable[[RunnerState, jax.Array, Schedule], tuple[RunnerState, dict]]
     runner_sharding: Any  # RunnerState prefix of NamedShardings: per-env data split, rest replicated
 
@@ -163,18 +164,34 @@ def make_trainer(config: TrainConfig, env, env_params) -> Trainer:
         """This device's key from a key every device holds: its envs and shuffles differ."""
         return key if num_devices == 1 else jax.random.fold_in(key, jax.lax.axis_index(ENV_AXIS))
 
-    def init_envs(key: jax.Array) -> EnvBatch:
-        obs, env_state = env.batch_reset(jax.random.split(key, config.num_envs), env_params)
-        return EnvBatch(env_state, obs, jnp.zeros(config.num_envs, jnp.float32),
-                        jnp.zeros(config.num_envs, jnp.int32))
-
     def init_train_state(key: jax.Array) -> TrainState:
         params = init_params(network, key, obs_dim)
         return TrainState(params, optimizer.init(params), jnp.float32(0.0))
 
-    def init(key: jax.Array) -> RunnerState:
-        rng, params_key, env_key = jax.random.split(key, 3)
-        return RunnerState(init_train_state(params_key), init_envs(env_key), rng)
+    def make_init(batch_reset) -> Callable[[jax.Array], RunnerState]:
+        def init(key: jax.Array) -> RunnerState:
+            rng, params_key, env_key = jax.random.split(key, 3)
+            obs, env_state = batch_reset(jax.random.split(env_key, config.num_envs), env_params)
+            envs = EnvBatch(env_state, obs, jnp.zeros(config.num_envs, jnp.float32),
+                            jnp.zeros(config.num_envs, jnp.int32))
+            return RunnerState(init_train_state(params_key), envs, rng)
+        return init
+
+    init = make_init(env.batch_reset)
+
+    def init_shapes(key: jax.Array) -> RunnerState:
+        """`jax.eval_shape(init, key)`. An env with `reset_shapes(params)` (the shapes of one
+        env's reset) spares tracing its reset here: the HackMatrix reset generates a stage,
+        ~0.7 s of tracing at 256 envs that the CLI would otherwise spend before it can lower
+        the update chunk."""
+        reset_shapes = getattr(env, "reset_shapes", None)
+        if reset_shapes is None:
+            return jax.eval_shape(init, key)
+
+        def blank_reset(keys, params):
+            return jax.tree.map(lambda leaf: jnp.zeros(keys.shape[:1] + leaf.shape, leaf.dtype),
+                                reset_shapes(params))
+        return jax.eval_shape(make_init(blank_reset), key)
 
     # ---------------------------------------------------------------- rollout
     def env_step(carry, step):
@@ -325,7 +342,7 @@ def make_trainer(config: TrainConfig, env, env_params) -> Trainer:
     chunk = jax.jit(chunk, in_shardings=(runner_sharding, everywhere, everywhere),
                     out_shardings=(runner_sharding, everywhere),
                     compiler_options=xla_options.compiler_options())
-    return Trainer(network, optimizer, init, chunk, runner_sharding)
+    return Trainer(network, optimizer, init, init_shapes, chunk, runner_sharding)
 
 
 ROLLOUT_MAXIMA = frozenset({"highest_stage"})

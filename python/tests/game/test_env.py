@@ -85,6 +85,17 @@ def test_static_facts():
     assert PARAMS.max_steps_in_episode == 2000
 
 
+def _shapes(tree):
+    return jax.tree.structure(tree), [(leaf.shape, leaf.dtype, leaf.weak_type)
+                                      for leaf in jax.tree.leaves(tree)]
+
+
+def test_reset_shapes_are_those_of_a_reset():
+    # The trainer lowers its update against these instead of tracing a reset: any difference
+    # would make the compiled update reject the real runner.
+    assert _shapes(ENV.reset_shapes(PARAMS)) == _shapes(jax.eval_shape(ENV.reset_env, KEY, PARAMS))
+
+
 def test_reset_observation_matches_the_game():
     obs, state = RESET(KEY, PARAMS)
     assert obs.features.shape == (1545,) and obs.features.dtype == jnp.float32

@@ -49,6 +49,20 @@ def test_each_transition_pairs_the_action_with_the_observation_it_was_chosen_fro
     jax.tree.map(lambda a, b: np.testing.assert_array_equal(a, b), params_before, runner.train.params)
 
 
+def _shapes(tree):
+    return jax.tree.structure(tree), [(leaf.shape, leaf.dtype, leaf.weak_type)
+                                      for leaf in jax.tree.leaves(tree)]
+
+
+def test_init_shapes_are_those_of_init_with_and_without_the_envs_reset_shapes():
+    # The CLI lowers the update chunk against init_shapes before init itself is traced.
+    config = TrainConfig(num_envs=8, num_steps=16, num_minibatches=4, hidden_dim=32, num_layers=2)
+    key = jax.random.PRNGKey(0)
+    for env in (HackMatrixEnv(), CountingEnv()):  # CountingEnv has no reset_shapes
+        trainer = make_trainer(config, env, getattr(env, "default_params", None))
+        assert _shapes(trainer.init_shapes(key)) == _shapes(jax.eval_shape(trainer.init, key))
+
+
 class CountingEnv:
     """A deterministic env: each env counts up from a start drawn from its reset key and ends its
     episode at 5. The observation, the valid actions (two or three of four) and the reward
