@@ -106,6 +106,8 @@ def main(argv=None) -> int:
         from hackmatrix.tools import baselines, evaluation, policy, report
         from hackmatrix.training import checkpoint as ckpt
 
+        cli.enable_compilation_cache(parser.prog)
+
         sources = list(args.checkpoints)
         for source in sources:
             if source in BASELINE_NAMES and not pathlib.Path(source).exists():

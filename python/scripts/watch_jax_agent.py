@@ -65,6 +65,7 @@ def main(argv=None) -> int:
         if args.gif is not None:
             cli.check_output_file(args.gif, "--gif", inputs=(args.checkpoint, args.scenario))
 
+        cli.enable_compilation_cache(parser.prog)
         from hackmatrix.tools import policy, viewer
 
         start_state = cli.load_scenario(args.scenario) if args.scenario is not None else None

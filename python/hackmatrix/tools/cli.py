@@ -1,5 +1,5 @@
 """What the tool CLIs share: exit codes, one-line errors, an argument parser that exits 3,
-interrupts, and the up-front check of output files.
+interrupts, the up-front check of output files and the persistent compilation cache.
 
 Exit codes: 0 ok, 2 other failure, 3 bad arguments, 6 a missing or incompatible input, 7
 interrupted (SIGINT, SIGTERM). Each tool's --help lists those that apply to it, saying what
@@ -15,7 +15,7 @@ import pathlib
 import sys
 import tempfile
 
-from hackmatrix import interrupts, stdout_reader
+from hackmatrix import compilation_cache, interrupts, stdout_reader
 # The tools read the exit codes as cli.EXIT_...
 from hackmatrix.exit_codes import (  # noqa: F401
     EXIT_BAD_ARGUMENTS, EXIT_BAD_CHECKPOINT, EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK)
@@ -145,6 +145,14 @@ def _checked_output_file(path: str, flag: str, inputs) -> pathlib.Path:
         raise ToolError(f"{flag} {path}: cannot create a file in {folder} ({error.strerror})",
                         EXIT_BAD_ARGUMENTS) from None
     return output
+
+
+def enable_compilation_cache(prog: str) -> None:
+    """The persistent compilation cache (`hackmatrix/compilation_cache.py`), so that a tool's
+    next start loads the game step instead of compiling it; a directory it cannot use is a
+    warning on stderr."""
+    compilation_cache.enable(lambda message: print(f"{prog}: warning: {message}",
+                                                   file=sys.stderr))
 
 
 def run_main(prog: str, body) -> int:

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from hackmatrix import gc_pause, interrupts, stdout_reader, xla_options
+from hackmatrix import compilation_cache, gc_pause, interrupts, stdout_reader, xla_options
 from hackmatrix.exit_codes import (
     EXIT_BAD_ARGUMENTS, EXIT_BAD_CHECKPOINT, EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK)
 from hackmatrix.messages import error_line, one_line
@@ -159,26 +159,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 # ----------------------------------------------------------------------------- helpers
-
-def enable_compilation_cache() -> str | None:
-    """The persistent compilation cache, so a restart loads compiled code instead of compiling.
-    Returns its directory, or None (with a warning) when that cannot be a directory."""
-    import jax
-    directory = os.environ.get("JAX_COMPILATION_CACHE_DIR")
-    if not directory:
-        cache_home = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-        directory = str(Path(cache_home) / "hackmatrix" / "jax_compilation_cache")
-    try:
-        Path(directory).mkdir(parents=True, exist_ok=True)
-    except OSError as error:
-        print(f"[config] warning: no compilation cache: cannot use {directory} "
-              f"({error.strerror or error}); every start compiles from scratch")
-        return None
-    jax.config.update("jax_compilation_cache_dir", directory)
-    if "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS" not in os.environ:
-        jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
-    return directory
-
 
 def git_commit(directory: Path = Path(__file__).parent) -> str | None:
     """The commit the code runs from, with "-dirty" when tracked files differ from it (the run
@@ -768,7 +748,7 @@ def _train(args, signals: _Signals, cleanup: contextlib.ExitStack) -> int:
         saved = ckpt.load_checkpoint(resume_path)
         cleanup.enter_context(_naming_the_checkpoint(resume_path))
     options = run_options(args, saved)
-    cache_dir = enable_compilation_cache()
+    cache_dir = compilation_cache.enable(lambda message: say(f"[config] warning: {message}"))
     import jax
     import jax.numpy as jnp
 

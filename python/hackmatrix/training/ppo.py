@@ -3,9 +3,11 @@
 `make_trainer(config, env, env_params)` returns pure functions. `env` is gymnax-style with the
 batched pair `batch_reset(keys, params)` / `batch_step(keys, states, actions, params)` (the
 HackMatrix env runs its rarely needed parts only for the envs that need them there) and the
-static sizes `observation_size` (of `obs.features`) and `num_actions`. Its per-env step keys are
-raw uint32[2] keys from the game's hash splitter (`spawning.split_key`):
+static sizes `observation_size` (of `obs.features`) and `num_actions`; optionally
+`reset_shapes(params)`, the shapes of one env's reset, for `init_shapes`. Its per-env step keys
+are raw uint32[2] keys from the game's hash splitter (`spawning.split_key`):
   init(key) -> RunnerState
+  init_shapes(key) -> `jax.eval_shape(init, key)`, without tracing the envs' reset when it can
   run_chunk(runner, num_active, schedule) -> (runner, metrics): `config.updates_per_chunk` PPO
       updates in one jitted `lax.scan`; only the first `num_active` run (the rest pass the state
       through), so a leftover count never recompiles. `schedule` (lr, total_timesteps) is traced,

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from conftest import ReaderLeavesAfter
+from conftest import ReaderLeavesAfter, load_script
 from hackmatrix import stdout_reader
 from hackmatrix.tools import cli
 
@@ -195,3 +195,24 @@ def test_an_interrupted_tool_exits_7_at_once_with_its_output_flushed():
     finished = subprocess.run([sys.executable, "-c", program], capture_output=True, timeout=60)
     assert (finished.returncode, finished.stdout) == (cli.EXIT_INTERRUPTED, b"the rows so far\n")
     assert time.monotonic() - started < 30
+
+
+@pytest.mark.parametrize("script, argv", [
+    ("watch_jax_agent.py", ["no/such/checkpoint.pkl"]),
+    ("evaluate.py", ["no/such/checkpoint.pkl"]),
+    ("play.py", ["--scenario", "no/such/scenario.json"]),
+])
+def test_the_game_tools_turn_the_compilation_cache_on_before_reading_their_inputs(
+        monkeypatch, capsys, script, argv):
+    # Stopped where the cache is turned on: a tool that read its (missing) input first would
+    # exit 6 instead.
+    calls = []
+
+    def stop(prog):
+        calls.append(prog)
+        raise cli.ToolError("stopped at the cache", cli.EXIT_FAILURE)
+
+    monkeypatch.setattr(cli, "enable_compilation_cache", stop)
+    assert load_script(script)(argv) == cli.EXIT_FAILURE
+    assert calls == [script]
+    assert capsys.readouterr().err == f"{script}: error: stopped at the cache\n"

@@ -472,15 +472,6 @@ def test_an_empty_checkpoint_dir_exits_3_before_anything(tmp_path, monkeypatch, 
     assert list(tmp_path.iterdir()) == []
 
 
-def test_a_compilation_cache_path_that_is_a_file_warns_once_and_is_not_used(
-        tmp_path, monkeypatch, capsys):
-    (tmp_path / "cache").write_text("")
-    monkeypatch.setenv("JAX_COMPILATION_CACHE_DIR", str(tmp_path / "cache"))
-    assert cli.enable_compilation_cache() is None
-    (line,) = capsys.readouterr().out.strip().splitlines()
-    assert line.startswith("[config] warning: no compilation cache: cannot use")
-
-
 def test_a_resume_with_a_new_batch_keeps_the_minibatching_the_user_set_before(tmp_path):
     saved = {"config": TrainConfig(num_envs=8, num_steps=16, num_minibatches=2, update_epochs=1,
                                    total_timesteps=10**6).to_dict(),
