@@ -200,21 +200,30 @@ def read_action(mask, explain_invalid, save):
         print(explain_invalid(action))
 
 
-def play(state, key, color: bool, scenario_path=None) -> None:
+def play(state, key, reset_key, color: bool, scenario_path=None) -> None:
+    """Plays from `state`, or from a new game drawn with `reset_key` when `state` is None."""
     import jax
     import numpy as np
 
     from hackmatrix import game, xla_options
     from hackmatrix.game import action_mask
+    from hackmatrix.tools import compile_ahead
 
     options = xla_options.compiler_options()
+    reset = jax.jit(game.reset, compiler_options=options)
     step = jax.jit(game.step, compiler_options=options)
     valid_actions = jax.jit(game.valid_actions, compiler_options=options)
     program_applicable = jax.jit(action_mask.program_applicable, compiler_options=options)
-    # Compiled before the first board, not after the first key: a silent pause of up to half a
-    # minute (without a warm compilation cache) reads as a hang.
+    # Compiled before the first board, not after the first key: a silent pause of several
+    # seconds (without a warm compilation cache) reads as a hang. The reset is jitted too: run
+    # op by op it compiled some 300 tiny programs.
     print("compiling the game...", flush=True)
-    jax.block_until_ready((step(key, state, 0), valid_actions(state), program_applicable(state)))
+    shapes = jax.eval_shape(reset, reset_key)[0] if state is None else state
+    compile_ahead.compile_ahead(
+        [(step, (key, shapes, 0))] + ([(reset, (reset_key,))] if state is None else [])
+        + [(valid_actions, (shapes,)), (program_applicable, (shapes,))])
+    if state is None:
+        state, _ = reset(reset_key)
 
     while True:
         print(game.render(state, color=color, player_view=True))
@@ -266,21 +275,14 @@ def main(argv=None) -> int:
         cli.enable_compilation_cache(parser.prog)
         import jax
 
-        from hackmatrix import game, xla_options
-
         key = jax.random.PRNGKey(args.seed)
         key, reset_key = jax.random.split(key)
-        if args.scenario is not None:
-            state = cli.load_scenario(args.scenario)
-        else:
-            # Jitted: run op by op, a reset compiled some 300 tiny programs (~8 s cold).
-            reset = jax.jit(game.reset, compiler_options=xla_options.compiler_options())
-            state, _ = reset(reset_key)
+        state = cli.load_scenario(args.scenario) if args.scenario is not None else None
         # A byte the encoding cannot read is kept as Python keeps it in file names (so that
         # `save` can name any file), not a crash: it makes an unknown command otherwise.
         if getattr(sys.stdin, "errors", None) == "strict" and hasattr(sys.stdin, "reconfigure"):
             sys.stdin.reconfigure(errors="surrogateescape")
-        play(state, key, color=sys.stdout.isatty() and not args.no_color,
+        play(state, key, reset_key, color=sys.stdout.isatty() and not args.no_color,
              scenario_path=args.scenario)
 
     return cli.run_main(parser.prog, body)

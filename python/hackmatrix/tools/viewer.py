@@ -25,7 +25,7 @@ from hackmatrix import interrupts, xla_options
 from hackmatrix.game import constants as C
 from hackmatrix.game import renderer
 from hackmatrix.game import transition
-from hackmatrix.tools import evaluation, gif, policy, report
+from hackmatrix.tools import compile_ahead, evaluation, gif, policy, report
 
 CLEAR_SCREEN = "\x1b[2J\x1b[H"
 
@@ -147,6 +147,12 @@ def _play(loaded, options: ViewerOptions, out: TextIO, read_line: Callable[[], s
     reset, step = _game_functions()
     key = jax.random.key(options.seed)
     waiting_for_enter = options.step_mode
+    game_shapes = (jax.eval_shape(reset, key)[0] if options.scenario is None
+                   else options.scenario)
+    compile_ahead.compile_ahead(
+        [(step, (key, game_shapes, jax.ShapeDtypeStruct((), np.int32)))]
+        + ([(reset, (key,))] if options.scenario is None else [])
+        + [(decide, (loaded.params, key, game_shapes))])
 
     def show(text: str):
         if options.clear_screen:
