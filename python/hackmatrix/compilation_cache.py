@@ -36,6 +36,8 @@ def enable(warn: Callable[[str], None]) -> str | None:
     except OSError as error:
         warn(f"no compilation cache: cannot use {directory} ({error.strerror or error}); every "
              "start compiles from scratch")
+        # JAX reads JAX_COMPILATION_CACHE_DIR itself, and would warn at every compile.
+        jax.config.update("jax_enable_compilation_cache", False)
         return None
     jax.config.update("jax_compilation_cache_dir", directory)
     if "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS" not in os.environ:

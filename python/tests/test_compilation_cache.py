@@ -1,5 +1,10 @@
 """The persistent compilation cache that the trainer and the agent tools turn on."""
 
+import os
+import pathlib
+import subprocess
+import sys
+
 import jax
 
 from hackmatrix import compilation_cache
@@ -26,13 +31,32 @@ def test_enabling_creates_the_directory_and_points_jax_at_it(monkeypatch, tmp_pa
         jax.config.update("jax_compilation_cache_dir", before)
 
 
-def test_a_path_that_is_a_file_warns_once_and_is_not_used(monkeypatch, tmp_path):
+def test_a_path_that_is_a_file_warns_once_and_turns_the_cache_off(monkeypatch, tmp_path):
     (tmp_path / "cache").write_text("")
     monkeypatch.setenv("JAX_COMPILATION_CACHE_DIR", str(tmp_path / "cache"))
     before = jax.config.jax_compilation_cache_dir
     warnings = []
-    assert compilation_cache.enable(warnings.append) is None
-    (warning,) = warnings
-    assert warning.startswith(f"no compilation cache: cannot use {tmp_path / 'cache'}")
-    assert warning.endswith("every start compiles from scratch")
-    assert jax.config.jax_compilation_cache_dir == before
+    try:
+        assert compilation_cache.enable(warnings.append) is None
+        (warning,) = warnings
+        assert warning.startswith(f"no compilation cache: cannot use {tmp_path / 'cache'}")
+        assert warning.endswith("every start compiles from scratch")
+        assert jax.config.jax_compilation_cache_dir == before
+        # Off, not only unset here: JAX reads the variable itself and would warn at each compile.
+        assert not jax.config.jax_enable_compilation_cache
+    finally:
+        jax.config.update("jax_enable_compilation_cache", True)
+
+
+def test_a_tool_given_an_unusable_cache_warns_once_and_runs(tmp_path):
+    # In a process of its own: JAX reads JAX_COMPILATION_CACHE_DIR when it starts.
+    play = pathlib.Path(__file__).resolve().parents[1] / "scripts" / "play.py"
+    (tmp_path / "cache").write_text("")
+    env = {**os.environ, "JAX_COMPILATION_CACHE_DIR": str(tmp_path / "cache"),
+           "JAX_PLATFORMS": "cpu"}
+    result = subprocess.run([sys.executable, str(play), "--no-color"], input="q\n", env=env,
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0
+    assert result.stderr == (f"play.py: warning: no compilation cache: cannot use "
+                             f"{tmp_path / 'cache'} (File exists); every start compiles from "
+                             f"scratch\n")
