@@ -11,6 +11,7 @@ The benchmarks turn it off: they report cold compiles.
 from __future__ import annotations
 
 import os
+import tempfile
 from pathlib import Path
 from typing import Callable
 
@@ -27,12 +28,17 @@ def default_directory() -> str:
 
 def enable(warn: Callable[[str], None]) -> str | None:
     """Turns the cache on (call it before the process's first compile) and returns its
-    directory; when that cannot be a directory, says so through `warn` and returns None, and
-    every start compiles from scratch."""
+    directory; when no file can be created there, says so through `warn`, turns JAX's cache off
+    and returns None: every start then compiles from scratch. (A read-only cache that others
+    filled is not read either: JAX would warn at each compile that it cannot add to it.)"""
     import jax
     directory = default_directory()
     try:
         Path(directory).mkdir(parents=True, exist_ok=True)
+        # A directory that exists but takes no files (read-only, or another user's) would have
+        # JAX warn at every compile: a real file, because root passes every permission test.
+        with tempfile.NamedTemporaryFile(dir=directory, prefix=".probe-"):
+            pass
     except OSError as error:
         warn(f"no compilation cache: cannot use {directory} ({error.strerror or error}); every "
              "start compiles from scratch")

@@ -98,6 +98,8 @@ def main(argv=None) -> int:
             print(f"no CHECKPOINT given: evaluating the baselines only "
                   f"({', '.join(baseline_names)})")
 
+        # Before the imports: a module may compute a constant with JAX, i.e. compile.
+        cli.enable_compilation_cache(parser.prog)
         import json
         import pathlib
 
@@ -105,8 +107,6 @@ def main(argv=None) -> int:
 
         from hackmatrix.tools import baselines, evaluation, policy, report
         from hackmatrix.training import checkpoint as ckpt
-
-        cli.enable_compilation_cache(parser.prog)
 
         sources = list(args.checkpoints)
         for source in sources:

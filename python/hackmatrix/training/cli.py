@@ -401,8 +401,10 @@ def _build_runner_and_chunk(trainer, schedule, key, saved, config, keep_optimize
         if needs_init:
             jobs.append(pool.submit(_run_init, trainer, key, cancelled))
         results = [job.result() for job in reversed(jobs)]  # init's failure first
-    except BaseException:  # e.g. SIGINT: skip what has not begun, wait out what has
+    except BaseException as error:  # e.g. SIGINT: skip what has not begun, wait out what has
         cancelled.set()
+        if isinstance(error, KeyboardInterrupt) and not all(job.done() for job in jobs):
+            say("[signal] an XLA compile cannot be cut short: exiting when the one running ends")
         for job in jobs:
             _wait_through_interrupts(job)
         raise
@@ -449,7 +451,8 @@ class _Signals:
     `interrupts.signals_raise`).
 
     During set-up (before the first update) a signal interrupts at once: nothing exists yet that
-    a checkpoint would add to, and the compiles wait it out (`_wait_through_interrupts`). Once
+    a checkpoint would add to; a compile already running is waited out, with a line saying so
+    (`_build_runner_and_chunk`, `_wait_through_interrupts`). Once
     training runs (`start_training`), the first signal asks for a checkpoint at the next chunk
     boundary and an exit 7; a second one ends the process at once: with exit 7 if that
     checkpoint is already saved, else with exit 2 and without saving, the earlier checkpoints

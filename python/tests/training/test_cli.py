@@ -5,6 +5,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -311,6 +312,26 @@ def test_compile_phase_errors_reach_main_as_before_after_the_other_compile_ends(
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith(expected_line), err
     assert not ckpt.list_checkpoints(tmp_path / "failing")
+
+
+def test_an_interrupt_during_set_up_says_why_it_waits_for_the_compile(
+        tmp_path, capsys, monkeypatch):
+    real_compile = cli._compile_chunk
+
+    def slow_compile(*args):
+        time.sleep(1.0)  # still compiling when the interrupt arrives
+        return real_compile(*args)
+
+    def interrupted(*args):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli, "_compile_chunk", slow_compile)
+    monkeypatch.setattr(cli, "_run_init", interrupted)
+    assert train(tmp_path, "waits") == cli.EXIT_INTERRUPTED
+    captured = capsys.readouterr()
+    assert ("[signal] an XLA compile cannot be cut short: exiting when the one running ends"
+            in captured.out.splitlines())
+    assert captured.err.startswith("[exit] interrupted by SIGINT during set-up")
 
 
 def test_runner_and_chunk_signatures_ignore_weak_types():
