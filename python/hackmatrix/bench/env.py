@@ -100,7 +100,12 @@ def main(argv=None):
                         help=f"steps per timed scan (default {SCAN_STEPS})")
     parser.add_argument("--plain-vmap", action="store_true",
                         help="step with jax.vmap(env.step) instead of env.batch_step")
+    parser.add_argument("--use-cache", action="store_true",
+                        help="allow the persistent compilation cache (default off: cold compiles, "
+                             "even with JAX_COMPILATION_CACHE_DIR set)")
     args = parser.parse_args(argv)
+    if not args.use_cache:
+        jax.config.update("jax_enable_compilation_cache", False)
 
     backend = jax.default_backend()
     print(f"backend: {backend}{xla_options.cpu_compile_label(backend)}  devices: {jax.devices()}  "
