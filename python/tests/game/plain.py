@@ -78,6 +78,13 @@ def block_at(s: dict, row: int, col: int) -> bool:
     return is_block(s["cells"]["content"][row][col])
 
 
+def assert_covered(seen, minimums: dict, what: str) -> None:
+    """Each name of `minimums` was seen at least that many times (`seen` maps names to counts):
+    a random reference test proves nothing about a case it never drew."""
+    short = {name: (seen[name], least) for name, least in minimums.items() if seen[name] < least}
+    assert not short, f"too few {what} (seen, minimum): {short}; all: {dict(seen)}"
+
+
 def state_diff(expected, actual) -> list[str]:
     """Readable differences between two plain states (cells listed per differing cell)."""
     diffs = []

@@ -386,8 +386,7 @@ def test_random_cases_exercise_every_part_of_the_enemy_turn(random_cases):
                "move by rule 3": 10, "moved off the player's cell": 3,
                "enemy with hp <= 0 acted": 10, "moved off a shared cell": 5,
                "several reachable results": 10}
-    short = {name: coverage[name] for name, low in minimum.items() if coverage[name] < low}
-    assert not short, f"too few cases for {short}; all counts: {dict(coverage)}"
+    plain.assert_covered(coverage, minimum, "cases")
 
 
 # ------------------------------------------------------------------------------------------

@@ -385,8 +385,7 @@ def test_directions_match_the_reference(cases):
         **{f"stun {name}": 12 for name in TYPE_NAMES},
         **{f"kill {name}": 8 for name in TYPE_NAMES},
     }
-    rare = {tag: tags_seen[tag] for tag, least in required.items() if tags_seen[tag] < least}
-    assert not rare, f"cases seen too rarely: {rare}; all: {dict(tags_seen)}"
+    plain.assert_covered(tags_seen, required, "cases")
     # Of the 1200 directions: attacks, moves and failures all occur by the hundred.
     assert counts["attack"] >= 300 and counts["move"] >= 200 and counts["invalid"] >= 200 \
         and counts["kill"] >= 150, counts

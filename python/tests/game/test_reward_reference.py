@@ -477,8 +477,7 @@ def test_siphon_matches_the_rules(generated_states):
         "quality non-zero, blocks in the yield": 25, "quality zero, no blocks in the yield": 10,
         "quality non-zero, no blocks in the yield": 25, "dominated by several cells": 20,
     }
-    short = {name: seen[name] for name, least in minimums.items() if seen[name] < least}
-    assert not short, f"too few siphon cases: {short}; seen {dict(seen)}"
+    plain.assert_covered(seen, minimums, "siphon cases")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -607,5 +606,4 @@ def test_reward_components_match_the_rules(generated_states):
         "stage completed by moving": 35, "stage completed by WARP": 3,
         "stage completed on a cell that is not exitPosition": 3, **least_per_action,
     }
-    short = {name: seen[name] for name, least in minimums.items() if seen[name] < least}
-    assert not short, f"too few reward cases: {short}; seen {dict(seen)}"
+    plain.assert_covered(seen, minimums, "reward cases")

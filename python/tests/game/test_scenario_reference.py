@@ -588,8 +588,7 @@ def test_setup_matches_the_reference(cases):
         if diffs:
             failures.append((label, diffs, d))
     assert not failures, smallest(failures)
-    rare = {tag: tags_seen[tag] for tag, least in REQUIRED_TAGS.items() if tags_seen[tag] < least}
-    assert not rare, f"cases seen too rarely: {rare}; all: {dict(tags_seen)}"
+    plain.assert_covered(tags_seen, REQUIRED_TAGS, "cases")
 
 
 def test_inspect_reports_the_a4_values(cases):

@@ -614,7 +614,4 @@ def test_the_cases_cover_every_part_of_the_step(cases):
                "valid action numbers": 26, "failed action numbers": 20, "failed moves": 3,
                "failed siphons": 5,
                "failed UNDOs": 3}
-    observed = {**counts, **extra}
-    short = {name: (observed[name], least) for name, least in minimum.items()
-             if observed[name] < least}
-    assert not short, f"too few cases (got, minimum): {short}; all: {observed}"
+    plain.assert_covered({**counts, **extra}, minimum, "cases")
