@@ -31,7 +31,6 @@ import random
 from collections import Counter
 
 import jax
-import numpy as np
 import pytest
 
 from hackmatrix.game import constants as C

@@ -16,7 +16,7 @@ them, deterministically (SEED), come some 430 variants (some 360 of them checkpo
     arrays, a zip with no arrays, another architecture.
 Each variant is loaded by
   - the trainer: `cli.main(["--resume", PATH, ...])` in-process, two updates more than the
-    original so that the arrays are checked too. `_restore_runner` (the last check before the
+    original so that the arrays are checked too. `resume.restore_runner` (the last check before the
     compiles) is wrapped to stop an accepted run there (ResumeAccepted) and the compiles raise
     CompileStarted, so nothing compiles: a bad checkpoint must be refused before that point.
     `make_env` and `ppo.make_trainer` are memoised, so that JAX traces the fresh runner's layout
@@ -73,7 +73,7 @@ from hackmatrix.game import constants as C
 from hackmatrix.tools import evaluation, viewer
 from hackmatrix.tools.policy import OBS_DIM
 from hackmatrix.training import checkpoint as ckpt
-from hackmatrix.training import cli, ppo
+from hackmatrix.training import cli, ppo, resume, startup
 from hackmatrix.training import network as net
 
 from tiny_runs import UPDATES, train
@@ -715,7 +715,7 @@ def original(tmp_path_factory) -> Original:
 def runner(original, tmp_path_factory):
     """A Runner, with the trainer stopped once it has restored its runner (or at a compile) and
     the tools once they have a policy; set up after `original`, whose run compiles for real."""
-    restore_runner = cli._restore_runner
+    restore_runner = resume.restore_runner
 
     def restore_then_stop(*args, **kwargs):
         restore_runner(*args, **kwargs)
@@ -728,9 +728,9 @@ def runner(original, tmp_path_factory):
         raise PolicyAccepted
 
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(cli, "_restore_runner", restore_then_stop)
-        patch.setattr(cli, "_run_init", compile_started)
-        patch.setattr(cli, "_compile_chunk", compile_started)
+        patch.setattr(resume, "restore_runner", restore_then_stop)
+        patch.setattr(startup, "_run_init", compile_started)
+        patch.setattr(startup, "_compile_chunk", compile_started)
         patch.setattr(cli, "make_env", functools.cache(cli.make_env))
         patch.setattr(ppo, "make_trainer", functools.cache(ppo.make_trainer))
         patch.setattr(viewer, "watch", policy_accepted)

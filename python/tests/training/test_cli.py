@@ -13,7 +13,7 @@ import pytest
 
 from hackmatrix import xla_options
 from hackmatrix.training import checkpoint as ckpt
-from hackmatrix.training import cli
+from hackmatrix.training import cli, resume, startup
 
 from tiny_runs import TINY, TOTAL, UPDATES, assert_same_params, load_params, train
 
@@ -242,7 +242,7 @@ def test_without_credentials_wandb_runs_offline_and_sigterm_exits_7(tmp_path):
 
 
 def _resized_restore(saved, num_envs, keep_optimizer):
-    """_restore_runner for a checkpoint resumed with another env count, on a shape-only template."""
+    """`resume.restore_runner` for a checkpoint resumed with another env count, on a shape-only template."""
     import dataclasses
 
     import jax
@@ -256,7 +256,7 @@ def _resized_restore(saved, num_envs, keep_optimizer):
     trainer = ppo.make_trainer(config, env, env.default_params)
     fresh = jax.eval_shape(trainer.init, jax.random.PRNGKey(0))
     messages = []
-    return cli._restore_runner(fresh, saved, config, keep_optimizer, messages.append), messages
+    return resume.restore_runner(fresh, saved, config, keep_optimizer, messages.append), messages
 
 
 def test_resume_with_another_num_envs_resets_the_optimizer_unless_kept(tmp_path):
@@ -297,7 +297,7 @@ def test_compile_phase_errors_reach_main_as_before_after_the_other_compile_ends(
     # init and run_chunk compile in worker threads; an error in one (a SIGINT in the main
     # thread included) must give the usual one-line error and exit code, and only once the
     # other worker has finished (exiting with an XLA compile still running crashes).
-    real_failing, real_other, finished = getattr(cli, failing), getattr(cli, other), []
+    real_failing, real_other, finished = getattr(startup, failing), getattr(startup, other), []
     def fail(*args):
         real_failing(*args)
         raise error
@@ -305,8 +305,8 @@ def test_compile_phase_errors_reach_main_as_before_after_the_other_compile_ends(
         result = real_other(*args)
         finished.append(other)
         return result
-    monkeypatch.setattr(cli, failing, fail)
-    monkeypatch.setattr(cli, other, record)
+    monkeypatch.setattr(startup, failing, fail)
+    monkeypatch.setattr(startup, other, record)
     assert train(tmp_path, "failing") == expected_code
     assert finished == [other]
     err = capsys.readouterr().err.strip().splitlines()
@@ -316,7 +316,7 @@ def test_compile_phase_errors_reach_main_as_before_after_the_other_compile_ends(
 
 def test_an_interrupt_during_set_up_says_why_it_waits_for_the_compile(
         tmp_path, capsys, monkeypatch):
-    real_compile = cli._compile_chunk
+    real_compile = startup._compile_chunk
 
     def slow_compile(*args):
         time.sleep(1.0)  # still compiling when the interrupt arrives
@@ -325,8 +325,8 @@ def test_an_interrupt_during_set_up_says_why_it_waits_for_the_compile(
     def interrupted(*args):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(cli, "_compile_chunk", slow_compile)
-    monkeypatch.setattr(cli, "_run_init", interrupted)
+    monkeypatch.setattr(startup, "_compile_chunk", slow_compile)
+    monkeypatch.setattr(startup, "_run_init", interrupted)
     assert train(tmp_path, "waits") == cli.EXIT_INTERRUPTED
     captured = capsys.readouterr()
     assert ("[signal] an XLA compile cannot be cut short: exiting when the one running ends"
@@ -341,7 +341,7 @@ def test_runner_and_chunk_signatures_ignore_weak_types():
     tree = {"weak": jnp.asarray(1.0), "strong": jnp.float32(2.0),
             "shape": jax.ShapeDtypeStruct((3,), jnp.float32, weak_type=True)}
     assert tree["weak"].weak_type
-    strong = cli._without_weak_types(tree)
+    strong = startup.without_weak_types(tree)
     assert not strong["weak"].weak_type and strong["weak"].dtype == jnp.float32
     assert strong["strong"] is tree["strong"]
     assert strong["shape"] == jax.ShapeDtypeStruct((3,), jnp.float32)

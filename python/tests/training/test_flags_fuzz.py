@@ -20,7 +20,7 @@ to a switch; unknown and snake_case flags, a stray word, `--`; `--help` and `-h`
 Every case runs in a copy of a workspace (the cwd, so the default --checkpoint-dir is in it)
 holding two runs with synthetic checkpoints (written by `checkpoint.save_checkpoint`, valid to
 `load_checkpoint`; their arrays are never read, the run stops first), a run with params only, an
-empty run directory and text files. The compiles (`cli._build_runner_and_chunk`) are replaced by
+empty run directory and text files. The compiles (`startup.build_runner_and_chunk`) are replaced by
 a stop, ReachedCompile, that records the config; `cli.run_options` is spied for the run options;
 `make_env` is memoised. Some 1,900 cases take about 8 s on the 2-core CPU.
 
@@ -66,7 +66,7 @@ import numpy as np
 import pytest
 
 from hackmatrix.training import checkpoint as ckpt
-from hackmatrix.training import cli
+from hackmatrix.training import cli, startup
 from hackmatrix.training.config import TrainConfig
 
 SEED = 20260527
@@ -364,7 +364,7 @@ SAVED_RUNS = (
              ("num_devices", "num_envs", "num_minibatches", "num_steps"), None,
              1_700_000_100 * 10**9),
 )
-# The flag checks come before any array of a checkpoint is read (`_restore_runner`, stopped).
+# The flag checks come before any array of a checkpoint is read (`resume.restore_runner`, stopped).
 PLACEHOLDER_PARAMS = {"params": {"torso_0": {"kernel": np.zeros((1, 1), np.float32)}}}
 
 
@@ -512,10 +512,10 @@ def splits_evenly(config: dict) -> bool:
     return envs % devices == 0 and (batch_of(config) // devices) % minibatches == 0
 
 
-def resumed_config(saved: SavedRun, explicit: dict, available: int) -> tuple[dict, bool]:
-    """(the config, whether its minibatches are auto-scaled anew), by specs/training.md "Resume":
-    the checkpoint's config under the flags given; a new batch re-derives the minibatching that
-    no session set; the checkpoint's device count if it still fits, else the most that fit."""
+def resumed_config(saved: SavedRun, explicit: dict, available: int) -> dict:
+    """The config, by specs/training.md "Resume": the checkpoint's config under the flags given;
+    a new batch re-derives the minibatching that no session set; the checkpoint's device count
+    if it still fits, else the most that fit."""
     config = {**saved.config, **explicit}
     user_set = set(saved.explicit_config) | set(explicit)
     rescale = batch_of(config) != batch_of(saved.config)
@@ -531,7 +531,7 @@ def resumed_config(saved: SavedRun, explicit: dict, available: int) -> tuple[dic
         candidate = auto_scaled(candidate, user_set) if rescale else candidate
         if splits_evenly(candidate):
             break
-    return candidate, rescale
+    return candidate
 
 
 def config_problems(config: dict, available: int) -> list[tuple[int, str]]:
@@ -633,9 +633,9 @@ def expect_parsed(given: dict, ws: Path, available: int) -> Expected:
         if any(explicit.get(name, saved.config[name]) != saved.config[name]
                for name in ("hidden_dim", "num_layers")):
             problems.append((6, "architecture"))
-        config, rescaled = resumed_config(saved, explicit, available)
+        config = resumed_config(saved, explicit, available)
     else:
-        config, rescaled = auto_scaled({**CPU_DEFAULTS, **explicit}, set(explicit)), True
+        config = auto_scaled({**CPU_DEFAULTS, **explicit}, set(explicit))
     problems += config_problems(config, available)
     if saved is None and not problems:
         run_dir = ws / checkpoint_dir / (run_name or "ppo_20260101-000000")
@@ -679,7 +679,7 @@ def stopped_at_compile(monkeypatch) -> int:
         raise ReachedCompile(config, keep_optimizer, options_seen[-1])
 
     monkeypatch.setattr(cli, "run_options", recording_run_options)
-    monkeypatch.setattr(cli, "_build_runner_and_chunk", stop)
+    monkeypatch.setattr(startup, "build_runner_and_chunk", stop)
     monkeypatch.setattr(cli, "make_env", memoised_make_env)
     monkeypatch.chdir(os.getcwd())  # put back after the cases' chdirs
     return jax.local_device_count()  # started now: the count is fixed from here on

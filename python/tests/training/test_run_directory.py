@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 
 from hackmatrix.training import checkpoint as ckpt
-from hackmatrix.training import cli
+from hackmatrix.training import arguments, cli, startup
+from hackmatrix.training import resume as resuming
 from hackmatrix.training import metrics as M
 from hackmatrix.training.config import TrainConfig
 
@@ -101,7 +102,7 @@ def test_a_resume_interrupted_while_compiling_leaves_the_run_directory_as_it_was
     metrics = (run_copy / "metrics.jsonl").read_text()
     def interrupted_compile(*args):
         raise KeyboardInterrupt
-    monkeypatch.setattr(cli, "_build_runner_and_chunk", interrupted_compile)
+    monkeypatch.setattr(startup, "build_runner_and_chunk", interrupted_compile)
     assert resume(run_copy.parent, str(run_copy / "checkpoint_2.pkl")) == cli.EXIT_INTERRUPTED
     assert sorted(p.name for p in run_copy.iterdir()) == before
     assert (run_copy / "metrics.jsonl").read_text() == metrics
@@ -359,29 +360,29 @@ def test_a_run_directory_resolves_to_final_params_unless_something_was_saved_aft
 
 
 def _args(*argv):
-    return cli.build_parser().parse_args(list(argv))
+    return arguments.build_parser().parse_args(list(argv))
 
 
 def test_run_options_come_from_the_command_line_then_the_checkpoint_then_the_defaults():
-    saved = {"run_options": {**cli.RUN_OPTION_DEFAULTS, "save_interval": 20,
+    saved = {"run_options": {**arguments.RUN_OPTION_DEFAULTS, "save_interval": 20,
                              "keep_checkpoints": 2, "wandb_project": "mine", "no_artifact": True}}
-    assert cli.run_options(_args(), None) == cli.RUN_OPTION_DEFAULTS
-    kept = cli.run_options(_args(), saved)
+    assert arguments.run_options(_args(), None) == arguments.RUN_OPTION_DEFAULTS
+    kept = arguments.run_options(_args(), saved)
     assert (kept["save_interval"], kept["keep_checkpoints"], kept["wandb_project"],
             kept["no_artifact"]) == (20, 2, "mine", True)
     # A timer asked for now replaces the saved update interval.
-    timer = cli.run_options(_args("--save-interval-minutes", "5"), saved)
+    timer = arguments.run_options(_args("--save-interval-minutes", "5"), saved)
     assert (timer["save_interval"], timer["save_interval_minutes"]) == (None, 5.0)
-    assert cli.run_options(_args("--keep-checkpoints", "7"), saved)["keep_checkpoints"] == 7
+    assert arguments.run_options(_args("--keep-checkpoints", "7"), saved)["keep_checkpoints"] == 7
 
 
 def test_wandb_and_artifact_flags_given_on_resume_override_the_saved_ones():
-    saved = {"run_options": {**cli.RUN_OPTION_DEFAULTS, "wandb": False, "no_artifact": True}}
-    assert cli.run_options(_args("--wandb-mode", "offline"), saved)["wandb"] is True
-    assert cli.run_options(_args("--wandb-mode", "disabled"), saved)["wandb"] is False
-    assert cli.run_options(_args("--no-wandb", "--wandb-mode", "offline"), saved)["wandb"] is False
-    assert cli.run_options(_args("--artifact"), saved)["no_artifact"] is False
-    assert cli.run_options(_args(), saved)["no_artifact"] is True
+    saved = {"run_options": {**arguments.RUN_OPTION_DEFAULTS, "wandb": False, "no_artifact": True}}
+    assert arguments.run_options(_args("--wandb-mode", "offline"), saved)["wandb"] is True
+    assert arguments.run_options(_args("--wandb-mode", "disabled"), saved)["wandb"] is False
+    assert arguments.run_options(_args("--no-wandb", "--wandb-mode", "offline"), saved)["wandb"] is False
+    assert arguments.run_options(_args("--artifact"), saved)["no_artifact"] is False
+    assert arguments.run_options(_args(), saved)["no_artifact"] is True
 
 
 def test_metrics_lines_a_resume_cannot_place_are_set_aside_not_dropped(tmp_path):
@@ -399,17 +400,17 @@ def test_metrics_lines_a_resume_cannot_place_are_set_aside_not_dropped(tmp_path)
     (["--save-interval", "0"], "--save-interval must be a whole number >= 1"),
 ])
 def test_bad_run_options_are_usage_errors(argv, reason):
-    with pytest.raises(cli.UsageError, match=reason):
-        cli.run_options(_args(*argv), None)
+    with pytest.raises(arguments.UsageError, match=reason):
+        arguments.run_options(_args(*argv), None)
 
 
 def test_a_new_total_on_resume_is_reported_with_the_learning_rate_it_gives():
     config = TrainConfig(lr=1e-3, total_timesteps=2000, anneal_lr=True)
-    note = cli._schedule_note({"total_timesteps": 1000}, config, 500.0)
+    note = resuming.schedule_note({"total_timesteps": 1000}, config, 500.0)
     assert note == ("[resume] total_timesteps 1000 -> 2000: the learning rate now anneals to 0 at "
                     "2000 steps, so at this update it is 0.00075 (it was 0.0005)")
-    assert cli._schedule_note({"total_timesteps": 2000}, config, 500.0) is None
-    assert cli._schedule_note({"total_timesteps": 1000},
+    assert resuming.schedule_note({"total_timesteps": 2000}, config, 500.0) is None
+    assert resuming.schedule_note({"total_timesteps": 1000},
                               TrainConfig(total_timesteps=2000, anneal_lr=False), 500.0) is None
 
 
@@ -476,13 +477,13 @@ def test_a_resume_with_a_new_batch_keeps_the_minibatching_the_user_set_before(tm
     saved = {"config": TrainConfig(num_envs=8, num_steps=16, num_minibatches=2, update_epochs=1,
                                    total_timesteps=10**6).to_dict(),
              "explicit_config": ["num_envs", "num_minibatches", "num_steps", "update_epochs"]}
-    config, scaled, user_set = cli._resumed_config(
+    config, scaled, user_set = resuming.resumed_config(
         _args("--num-envs", "16"), saved, available_devices=1, say=print)
     assert (config.num_envs, config.num_minibatches, config.update_epochs) == (16, 2, 1)
     assert scaled == {} and {"num_minibatches", "update_epochs"} <= user_set
     # Left to auto-scaling, they are derived anew for the new batch: 512 x 128 -> 8 minibatches.
     saved["explicit_config"] = ["num_envs", "num_steps"]
-    config, scaled, _ = cli._resumed_config(
+    config, scaled, _ = resuming.resumed_config(
         _args("--num-envs", "512", "--num-steps", "128"), saved, available_devices=1, say=print)
     assert (config.num_minibatches, config.update_epochs) == (8, 4)
     assert scaled == {"num_minibatches": (4, 8)}

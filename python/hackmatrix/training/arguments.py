@@ -1,0 +1,207 @@
+"""The trainer's command line: its flags, the run options kept in checkpoints, and their checks.
+
+Flags that set a `TrainConfig` field default to None, so that a resume and auto-scaling can tell
+the values the user gave from the defaults (`explicit_values`). Bad values raise `UsageError`
+(exit 3).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import math
+import os
+
+from hackmatrix.training import checkpoint as ckpt
+from hackmatrix.training.config import TrainConfig
+from hackmatrix.training.wandb_sink import MODES
+
+
+ARCHITECTURE_FIELDS = ("hidden_dim", "num_layers")
+
+
+CONFIG_FIELDS = tuple(field.name for field in dataclasses.fields(TrainConfig))
+
+
+class UsageError(Exception):
+    """Bad command line (exit code 3)."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def __init__(self, **kwargs):
+        # Full flag names only: an abbreviation (--checkpoint for --checkpoint-dir) would change
+        # meaning, or stop working, whenever a flag is added.
+        super().__init__(allow_abbrev=False, **kwargs)
+
+    def error(self, message):  # argparse would exit 2; bad arguments are exit 3 here
+        raise UsageError(message)
+
+
+def _whole_number(text: str) -> int:
+    """An integer, also written as 1e6 or 1_000_000 (step counts are)."""
+    try:
+        return int(text)
+    except ValueError:
+        pass
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not value.is_integer():
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}")
+    return int(value)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog="train_purejaxrl.py",
+        description="Train an action-masked PPO agent on the pure-JAX HackMatrix environment. "
+                    "Defaults suit the device: on CPU a few-minute run that visibly learns; on "
+                    "GPU/TPU 2048 envs x 128 steps. Exit codes: 0 done, 2 failure, 3 bad "
+                    "arguments, 6 checkpoint load failure, 7 interrupted (a checkpoint saved once "
+                    "training has begun).",
+        epilog="On CPU the game compiles in a fast-compile mode (~25% quicker to compile, ~10% "
+               "slower to run); for a long CPU run set HACKMATRIX_CPU_COMPILE=throughput "
+               "(hackmatrix/xla_options.py).")
+    run = parser.add_argument_group("run size")
+    run.add_argument("--total-timesteps", type=_whole_number, help="env steps for the whole run, "
+                     "resumes included, e.g. 5e6 (CPU default 3,000,000; accelerator 200,000,000)")
+    run.add_argument("--num-envs", type=int, help="parallel environments (CPU 256; accelerator 2048)")
+    run.add_argument("--num-steps", type=int, help="rollout length per env per update (default 128)")
+    run.add_argument("--num-devices", type=int,
+                     help="devices that share the envs, each stepping its share and averaging "
+                          "gradients (default: on GPU/TPU the most local devices that split the "
+                          "envs and minibatches evenly; on CPU 1, and N > 1 (at most 64) splits "
+                          "the CPU into N devices so that N cores step the game at once, but not "
+                          "bit-reproducibly); a resume keeps the checkpoint's count when it can")
+
+    ppo = parser.add_argument_group("PPO")
+    ppo.add_argument("--num-minibatches", type=int, help="minibatches per epoch (default 4; "
+                     "auto-scaled for batches above 32,768 unless given)")
+    ppo.add_argument("--update-epochs", type=int, help="epochs per update (default 4; auto-scaled "
+                     "for batches above 32,768 unless given)")
+    ppo.add_argument("--lr", type=float, help="Adam learning rate (default 1e-3)")
+    ppo.add_argument("--anneal-lr", action=argparse.BooleanOptionalAction, default=None,
+                     help="anneal the learning rate linearly to 0 over --total-timesteps (default on)")
+    ppo.add_argument("--gamma", type=float, help="discount (default 0.99)")
+    ppo.add_argument("--gae-lambda", type=float, help="GAE lambda (default 0.95)")
+    ppo.add_argument("--clip-eps", type=float, help="PPO ratio and value clip (default 0.2)")
+    ppo.add_argument("--ent-coef", type=float, help="entropy bonus coefficient (default 0.01)")
+    ppo.add_argument("--vf-coef", type=float, help="value loss coefficient (default 0.5)")
+    ppo.add_argument("--max-grad-norm", type=float, help="global gradient norm clip (default 0.5)")
+
+    net = parser.add_argument_group("network")
+    net.add_argument("--hidden-dim", type=int, help="units per hidden layer (default 256)")
+    net.add_argument("--num-layers", type=int,
+                     help="hidden layers of the torso shared by the policy and value heads "
+                          "(default 2)")
+    net.add_argument("--seed", type=int, help="random seed (default 0)")
+
+    checkpoints = parser.add_argument_group("checkpoints")
+    checkpoints.add_argument("--checkpoint-dir", default="checkpoints",
+                             help="parent of run directories (default: checkpoints)")
+    checkpoints.add_argument("--run-name", help="run directory name (default: ppo_<timestamp>)")
+    checkpoints.add_argument("--save-interval-minutes", type=float,
+                             help="save a checkpoint every this many minutes (default 10; 0: "
+                                  "after every chunk of updates)")
+    checkpoints.add_argument("--save-interval", type=int, metavar="N",
+                             help="save every N updates instead of on the timer")
+    checkpoints.add_argument("--keep-checkpoints", type=int, metavar="K",
+                             help="keep the newest K checkpoints (default 5; 0 keeps all)")
+    checkpoints.add_argument("--resume", nargs="?", const="", metavar="PATH",
+                             help="continue a run from a checkpoint .pkl or run directory; "
+                                  "without PATH: the newest checkpoint of --run-name, else of the "
+                                  "newest run in --checkpoint-dir. The run keeps its config and "
+                                  "the options of its checkpoint and wandb groups; flags given "
+                                  "now override them (not --hidden-dim/--num-layers/--seed). A "
+                                  "new --total-timesteps re-aims the annealed learning rate")
+    checkpoints.add_argument("--keep-optimizer", action="store_true",
+                             help="on resume with a different batch (--num-envs or --num-steps), "
+                                  "keep the Adam state instead of resetting it")
+
+    wandb = parser.add_argument_group("Weights & Biases")
+    wandb.add_argument("--wandb", action=argparse.BooleanOptionalAction,
+                       help="log to wandb (default on: online with credentials, else offline)")
+    wandb.add_argument("--wandb-project", help="project (default hackmatrix)")
+    wandb.add_argument("--wandb-entity", help="entity (team or user; default: your default)")
+    wandb.add_argument("--wandb-mode", choices=MODES,
+                       help="force a mode (default: WANDB_MODE if set, else online when you "
+                            "have credentials and the server answers within 2 s, else offline)")
+    wandb.add_argument("--no-artifact", action="store_true", default=None,
+                       help="do not upload checkpoints as wandb artifacts")
+    wandb.add_argument("--artifact", dest="no_artifact", action="store_false", default=None,
+                       help="upload checkpoints as artifacts (the default; on a resume, undoes "
+                            "the run's --no-artifact)")
+
+    output = parser.add_argument_group("output")
+    output.add_argument("--log-interval", type=int,
+                        help="updates per log line (CPU default 1; accelerator 5)")
+    output.add_argument("--verbose", action="store_true",
+                        help="print devices, cache directory and tracebacks on errors")
+    return parser
+
+
+def explicit_values(args) -> dict:
+    return {name: getattr(args, name) for name in CONFIG_FIELDS if getattr(args, name) is not None}
+
+
+# Options of a run that are not part of its TrainConfig (they change no result): a resume keeps
+# them from the checkpoint unless given again.
+RUN_OPTION_DEFAULTS = {"save_interval_minutes": 10.0, "save_interval": None, "keep_checkpoints": 5,
+                       "wandb": True, "wandb_mode": None, "wandb_project": "hackmatrix",
+                       "wandb_entity": None, "no_artifact": False}
+
+
+def run_options(args, saved: dict | None) -> dict:
+    """The run's options: given now, else the checkpoint's, else the defaults; validated (a bad
+    saved value is a corrupt checkpoint, a bad given one a bad argument)."""
+    given = {name: getattr(args, name) for name in RUN_OPTION_DEFAULTS
+             if getattr(args, name) is not None}
+    if "save_interval_minutes" in given and "save_interval" not in given:
+        given["save_interval"] = None  # a timer asked for now replaces a saved update interval
+    if given.get("wandb_mode") in ("online", "offline") and "wandb" not in given:
+        given["wandb"] = True  # e.g. resuming a --no-wandb run with --wandb-mode offline
+    stored = (saved or {}).get("run_options", {})
+    if not isinstance(stored, dict):
+        raise ckpt.CheckpointError("the checkpoint is corrupt: its run options are not a dict")
+    stored = {name: value for name, value in stored.items() if name in RUN_OPTION_DEFAULTS}
+    if (problem := _options_problem({**RUN_OPTION_DEFAULTS, **stored})) is not None:
+        raise ckpt.CheckpointError(f"the checkpoint is corrupt: its run options say {problem}")
+    options = {**RUN_OPTION_DEFAULTS, **stored, **given}
+    if (problem := _options_problem(options)) is not None:
+        raise UsageError(problem)
+    return options
+
+
+def _options_problem(options: dict) -> str | None:
+    """What is wrong with a set of run options, or None."""
+    def whole(value):
+        return isinstance(value, int) and not isinstance(value, bool)
+    minutes = options["save_interval_minutes"]
+    # Compared, not math.isfinite: that overflows on a whole number too large for a float.
+    if not ((whole(minutes) or isinstance(minutes, float)) and 0 <= minutes < math.inf):
+        return f"--save-interval-minutes must be a finite number >= 0, got {minutes!r}"
+    if not (whole(options["keep_checkpoints"]) and options["keep_checkpoints"] >= 0):
+        return f"--keep-checkpoints must be a whole number >= 0, got {options['keep_checkpoints']!r}"
+    interval = options["save_interval"]
+    if interval is not None and not (whole(interval) and interval >= 1):
+        return f"--save-interval must be a whole number >= 1, got {interval!r}"
+    for name in ("wandb", "no_artifact"):
+        if not isinstance(options[name], bool):
+            return f"{name} must be true or false, got {options[name]!r}"
+    if options["wandb_mode"] not in (None, *MODES):
+        return f"--wandb-mode must be one of {', '.join(MODES)}, got {options['wandb_mode']!r}"
+    for name in ("wandb_project", "wandb_entity"):
+        if not (isinstance(options[name], str) or (name == "wandb_entity" and options[name] is None)):
+            return f"--{name.replace('_', '-')} must be text, got {options[name]!r}"
+    return None
+
+
+def check_run_location(args) -> None:
+    name = args.run_name
+    if name is not None and (not name or name in (".", "..") or "/" in name or os.sep in name):
+        raise UsageError(f"--run-name {name!r} must be a plain directory name (no path "
+                         "separators, not '.' or '..'): runs live in --checkpoint-dir")
+    # An empty value is most often an unset shell variable; '.' says the current directory.
+    if not args.checkpoint_dir:
+        raise UsageError("--checkpoint-dir is empty: name a directory ('.' for the current one)")
