@@ -133,6 +133,9 @@ def _checked_output_file(path: str, flag: str, inputs) -> pathlib.Path:
         raise ToolError(f"{flag} {path}: is {read[0]}, which this command reads",
                         EXIT_BAD_ARGUMENTS)
     if not folder.is_dir():
+        existing = next((p for p in (folder, *folder.parents) if p.exists()), None)
+        if existing is not None and not existing.is_dir():
+            raise ToolError(f"{flag} {path}: {existing} is not a directory", EXIT_BAD_ARGUMENTS)
         raise ToolError(f"{flag} {path}: directory {folder} does not exist", EXIT_BAD_ARGUMENTS)
     # A real probe rather than os.access: root passes every permission test, yet cannot create
     # files in /proc or on a read-only mount. The output is written the same way, as a temp file

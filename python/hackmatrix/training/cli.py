@@ -208,7 +208,11 @@ def _train(args, signals: _Signals, cleanup: contextlib.ExitStack) -> int:
     if args.resume is not None:
         resume_path = ckpt.find_resume_checkpoint(args.resume or None, Path(args.checkpoint_dir),
                                                   args.run_name)
-        saved = ckpt.load_checkpoint(resume_path)
+        try:
+            saved = ckpt.load_checkpoint(resume_path)
+        except ckpt.CheckpointError as error:
+            raise ckpt.CheckpointError(
+                f"{error}{resume.earlier_checkpoint_note(args.resume, resume_path)}") from None
         cleanup.enter_context(resume.naming_the_checkpoint(resume_path))
     options = run_options(args, saved)
     cache_dir = compilation_cache.enable(lambda message: say(f"[config] warning: {message}"))

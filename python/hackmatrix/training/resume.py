@@ -161,3 +161,14 @@ def naming_the_checkpoint(path: Path):
         if str(path) in str(error):
             raise
         raise ckpt.CheckpointError(f"{path}: {error}") from None
+
+
+def earlier_checkpoint_note(given: str | None, chosen: Path) -> str:
+    """For a checkpoint that `--resume` chose as a run's newest (`given` is not that file) and
+    that cannot be loaded: "; ..." naming the run's previous checkpoint, else ""."""
+    if given and Path(given).is_file():
+        return ""
+    earlier = [path for _, path in ckpt.list_checkpoints(chosen.parent) if path != chosen]
+    if not earlier:
+        return ""
+    return f"; to resume from the run's previous checkpoint: --resume {earlier[-1]}"

@@ -37,6 +37,7 @@ def test_check_output_file_accepts_a_new_or_existing_file_and_leaves_nothing(tmp
 
 @pytest.mark.parametrize("case, reason", [
     ("missing_directory", "directory {tmp}/absent does not exist"),
+    ("under_a_file", "{tmp}/old.gif is not a directory"),
     ("a_directory", "is a directory"),
     ("proc", "cannot create a file in /proc"),
     ("a_pipe", "is not a regular file (a device, pipe or socket)"),
@@ -44,7 +45,9 @@ def test_check_output_file_accepts_a_new_or_existing_file_and_leaves_nothing(tmp
 ])
 def test_check_output_file_rejects_unwritable_paths_with_exit_3(case, reason, tmp_path):
     os.mkfifo(tmp_path / "fifo")
+    (tmp_path / "old.gif").write_bytes(b"a file, not a folder")
     path = {"missing_directory": f"{tmp_path}/absent/out.json", "a_directory": str(tmp_path),
+            "under_a_file": f"{tmp_path}/old.gif/deeper/out.json",
             "proc": "/proc/out.json", "a_pipe": str(tmp_path / "fifo"),
             "a_device": os.devnull}[case]
     with pytest.raises(cli.ToolError) as error:

@@ -130,6 +130,23 @@ def test_truncated_checkpoint_exits_6(tmp_path, capsys):
     assert cli.main(["--resume", str(tmp_path / "missing.pkl"), "--no-wandb"]) == cli.EXIT_BAD_CHECKPOINT
     err = capsys.readouterr().err.strip().splitlines()
     assert all(line.startswith("error: checkpoint:") for line in err) and len(err) == 2
+    assert "previous checkpoint" not in err[0]  # the run has no other
+
+
+def test_a_corrupt_newest_checkpoint_names_the_runs_previous_one(tmp_path, capsys):
+    run_dir = tmp_path / "broken"
+    run_dir.mkdir()
+    for update in (1, 2, 3):
+        (run_dir / f"checkpoint_{update}.pkl").write_bytes(b"\x80\x05\x95\x10\x00\x00")
+    previous = f"to resume from the run's previous checkpoint: --resume {run_dir}/checkpoint_2.pkl"
+    for argv in (["--resume", str(run_dir)],
+                 ["--resume", "--checkpoint-dir", str(tmp_path), "--run-name", "broken"]):
+        assert cli.main(argv + ["--no-wandb"]) == cli.EXIT_BAD_CHECKPOINT
+        (line,) = capsys.readouterr().err.strip().splitlines()
+        assert f"{run_dir}/checkpoint_3.pkl" in line and line.endswith(previous)
+    # Named explicitly, the file is what the user asked for: no other is suggested.
+    assert cli.main(["--resume", str(run_dir / "checkpoint_3.pkl"), "--no-wandb"]) == 6
+    assert "previous checkpoint" not in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("argv", [
@@ -242,7 +259,8 @@ def test_without_credentials_wandb_runs_offline_and_sigterm_exits_7(tmp_path):
 
 
 def _resized_restore(saved, num_envs, keep_optimizer):
-    """`resume.restore_runner` for a checkpoint resumed with another env count, on a shape-only template."""
+    """`resume.restore_runner` for a checkpoint resumed with another env count, on a shape-only
+    template."""
     import dataclasses
 
     import jax
