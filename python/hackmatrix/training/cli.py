@@ -21,6 +21,7 @@ import time
 import traceback
 from datetime import datetime
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 
@@ -84,6 +85,50 @@ def _idle_devices_note(config: TrainConfig, explicit: set, backend: str,
             f"devices: the {config.num_envs} envs and their {config.num_minibatches} minibatches "
             "do not split evenly over more (each device steps an equal share of the envs and of "
             "every minibatch; --num-devices sets the count)")
+
+
+class _RunStart(NamedTuple):
+    """Which run a session trains, with what config, from where."""
+    run_dir: Path
+    run_name: str
+    config: TrainConfig
+    scaled: dict              # auto-scaled changes: name -> (before, after)
+    explicit_config: set      # the config fields the user set (in any session of the run)
+    update: int
+    timesteps: int
+    forks_now: bool           # a checkpoint of another run, going on as this directory's run
+    forked_from: dict | None  # where the run branched off (kept in its checkpoints)
+
+
+def _fresh_run(args, backend: str, available_devices: int, say) -> _RunStart:
+    if args.keep_optimizer:
+        say("[config] note: --keep-optimizer only applies with --resume: ignored")
+    config, scaled, explicit_config = _fresh_config(args, backend, available_devices)
+    run_name = args.run_name or datetime.now().strftime("ppo_%Y%m%d-%H%M%S")
+    return _RunStart(Path(args.checkpoint_dir) / run_name, run_name, config, scaled,
+                     explicit_config, update=0, timesteps=0, forks_now=False, forked_from=None)
+
+
+def _resumed_run(args, saved: dict, resume_path: Path, available_devices: int,
+                 say) -> _RunStart:
+    run_dir = resume_path.parent
+    resume.check_flags(args, saved, run_dir, say)
+    config, scaled, explicit_config = resume.resumed_config(args, saved, available_devices, say)
+    # A run is its directory. A checkpoint that another run wrote (the directory was copied,
+    # to branch it, or renamed) goes on as this directory's run, in a wandb run of its own:
+    # resuming the old wandb run would write the branch's updates into the original's.
+    run_name = resume.run_name_of(run_dir)
+    forks_now = saved.get("run_name") not in (None, run_name)
+    forked_from = ({"run_name": saved["run_name"], "update": int(saved["update"]),
+                    "wandb_run_id": saved.get("wandb_run_id")} if forks_now
+                   else saved.get("forked_from"))
+    if forks_now:
+        say(f"[resume] note: this checkpoint was written by run '{saved['run_name']}'; in "
+            f"{run_dir} (a copy or a rename) it goes on as run '{run_name}', a run of its "
+            f"own in wandb too (run '{saved['run_name']}' is left as it was)")
+    return _RunStart(run_dir, run_name, config, scaled, explicit_config,
+                     update=int(saved["update"]), timesteps=int(saved["timesteps"]),
+                     forks_now=forks_now, forked_from=forked_from)
 
 
 def _network_config(config: TrainConfig, obs_dim: int, num_actions: int) -> dict:
@@ -236,35 +281,15 @@ def _train(args, signals: _Signals, cleanup: contextlib.ExitStack) -> int:
                           "over several hosts is not supported yet; train on one host")
     available_devices = jax.local_device_count()
     if saved is not None:
-        run_dir = resume_path.parent
-        resume.check_flags(args, saved, run_dir, say)
-        config, scaled, explicit_config = resume.resumed_config(args, saved, available_devices, say)
-        # A run is its directory. A checkpoint that another run wrote (the directory was copied,
-        # to branch it, or renamed) goes on as this directory's run, in a wandb run of its own:
-        # resuming the old wandb run would write the branch's updates into the original's.
-        run_name = resume.run_name_of(run_dir)
-        forks_now = saved.get("run_name") not in (None, run_name)
-        # Where the run branched off, kept in its checkpoints so every later session says it.
-        forked_from = ({"run_name": saved["run_name"], "update": int(saved["update"]),
-                        "wandb_run_id": saved.get("wandb_run_id")} if forks_now
-                       else saved.get("forked_from"))
-        if forks_now:
-            say(f"[resume] note: this checkpoint was written by run '{saved['run_name']}'; in "
-                f"{run_dir} (a copy or a rename) it goes on as run '{run_name}', a run of its "
-                f"own in wandb too (run '{saved['run_name']}' is left as it was)")
-        start_update, start_timesteps = int(saved["update"]), int(saved["timesteps"])
+        start = _resumed_run(args, saved, resume_path, available_devices, say)
     else:
-        if args.keep_optimizer:
-            say("[config] note: --keep-optimizer only applies with --resume: ignored")
-        config, scaled, explicit_config = _fresh_config(args, backend, available_devices)
-        run_name = args.run_name or datetime.now().strftime("ppo_%Y%m%d-%H%M%S")
-        forked_from, forks_now = None, False
-        run_dir = Path(args.checkpoint_dir) / run_name
-        start_update, start_timesteps = 0, 0
+        start = _fresh_run(args, backend, available_devices, say)
+    run_dir, run_name, config = start.run_dir, start.run_name, start.config
+    start_update, start_timesteps = start.update, start.timesteps
     validate(config)
     if (error := devices.missing_devices_error(config.num_devices)) is not None:
         raise ConfigError(error)
-    if saved is None and (note := _idle_devices_note(config, explicit_config, backend,
+    if saved is None and (note := _idle_devices_note(config, start.explicit_config, backend,
                                                      available_devices)):
         say(note)
     remaining_steps = config.total_timesteps - start_timesteps
@@ -285,8 +310,8 @@ def _train(args, signals: _Signals, cleanup: contextlib.ExitStack) -> int:
         # Under the lock: no other trainer can write it meanwhile.
         run_directory.check_fresh(run_dir)
     end_timesteps = start_timesteps + (num_updates - start_update) * config.batch_size
-    scaled_text = ("yes (" + ", ".join(f"{k} {a}->{b}" for k, (a, b) in scaled.items()) + ")"
-                   if scaled else "no")
+    scaled_text = ("yes (" + ", ".join(f"{k} {a}->{b}" for k, (a, b) in start.scaled.items())
+                   + ")" if start.scaled else "no")
     say(f"[config] run={run_name} device={backend}{xla_options.cpu_compile_label(backend)} "
         f"num_devices={config.num_devices} num_envs={config.num_envs} "
         f"num_steps={config.num_steps} batch_size={config.batch_size} "
@@ -342,13 +367,13 @@ def _train(args, signals: _Signals, cleanup: contextlib.ExitStack) -> int:
     metrics_file = M.MetricsFile(run_dir)
     run_directory.prepare(run_dir, saved, start_update, metrics_file, say)
 
-    continues_wandb_run = saved is not None and not forks_now
+    continues_wandb_run = saved is not None and not start.forks_now
     wandb_run_id = (saved.get("wandb_run_id") if continues_wandb_run else None) or new_run_id()
     wandb_config = {**config.to_dict(), "run_name": run_name, "network": network,
                     "git_commit": git_commit(), "batch_size": config.batch_size,
                     "minibatch_size": config.minibatch_size}
-    if forked_from:
-        wandb_config["forked_from"] = forked_from
+    if start.forked_from:
+        wandb_config["forked_from"] = start.forked_from
     sink = WandbSink(mode=resolve_mode(options["wandb"], options["wandb_mode"]),
                      project=options["wandb_project"], entity=options["wandb_entity"],
                      run_name=run_name, run_id=wandb_run_id, config=wandb_config,
@@ -366,9 +391,9 @@ def _train(args, signals: _Signals, cleanup: contextlib.ExitStack) -> int:
             state = _checkpoint_state(runner, config=config, network=network, run_name=run_name,
                                       update=update, timesteps=timesteps,
                                       wandb_run_id=wandb_run_id, options=options,
-                                      explicit_config=explicit_config,
+                                      explicit_config=start.explicit_config,
                                       metrics_window=window.state(window_seconds),
-                                      forked_from=forked_from)
+                                      forked_from=start.forked_from)
             path = ckpt.save_checkpoint(run_dir, state)
             saved_paths[:] = ckpt.prune_checkpoints(run_dir, options["keep_checkpoints"])
             console.print(f"[checkpoint] update={update} saved {path} ({reason})")
@@ -392,7 +417,7 @@ def _train(args, signals: _Signals, cleanup: contextlib.ExitStack) -> int:
             "checkpoints": [str(p) for p in saved_paths],
             "final_params": str(run_dir / ckpt.FINAL_PARAMS_NAME) if status == "completed" else None,
             "resumed_from": str(resume_path) if resume_path else None,
-            "forked_from": forked_from,
+            "forked_from": start.forked_from,
             "wandb": {"mode": sink.mode if sink.active else "disabled", "run_id": wandb_run_id,
                       "dir": sink.run_directory},
         }
