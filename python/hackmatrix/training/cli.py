@@ -362,10 +362,6 @@ def _train(args, signals: _Signals, cleanup: contextlib.ExitStack) -> int:
         say)
     compile_seconds = time.perf_counter() - compile_start
     say(f"[compile] {compile_seconds:.1f}s (updates_per_chunk={config.updates_per_chunk})")
-    # Only now, once set-up has succeeded: a mistaken --resume interrupted while compiling must
-    # leave the run directory as it was.
-    metrics_file = M.MetricsFile(run_dir)
-    run_directory.prepare(run_dir, saved, start_update, metrics_file, say)
 
     continues_wandb_run = saved is not None and not start.forks_now
     wandb_run_id = (saved.get("wandb_run_id") if continues_wandb_run else None) or new_run_id()
@@ -448,6 +444,10 @@ def _train(args, signals: _Signals, cleanup: contextlib.ExitStack) -> int:
     save_interval = options["save_interval"]
     save_every_seconds = None if save_interval else options["save_interval_minutes"] * 60
     exit_code = EXIT_OK
+    # Only now, at the end of set-up (the compile and wandb's start done): a mistaken --resume
+    # interrupted during set-up must leave the run directory as it was.
+    metrics_file = M.MetricsFile(run_dir)
+    run_directory.prepare(run_dir, saved, start_update, metrics_file, say)
     # Replaced when the session ends; a summary still "running" tells whoever reads it after a
     # SIGKILL that this session never finished (not that an earlier one completed).
     M.write_summary(run_dir, summary("running"))

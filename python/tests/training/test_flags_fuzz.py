@@ -25,7 +25,7 @@ a stop, ReachedCompile, that records the config; `cli.run_options` is spied for 
 `make_env` is memoised. Some 1,900 cases take about 8 s on the 2-core CPU.
 
 The oracle is written from README ("Exit codes"), specs/training.md ("Resume", "Auto-scaling",
-"Defaults" and its validation paragraph) and --help, not from cli.py:
+"Defaults" and its validation paragraph) and --help, not from arguments.py or cli.py:
   - any argparse error (unknown, ambiguous, missing or badly typed values, a value given to a
     switch) -> 3; with --help first -> 0 (help on stdout) unless a prefix is ambiguous;
   - else every documented rule the case breaks adds its exit code (3 bad argument, 6 checkpoint:

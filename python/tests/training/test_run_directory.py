@@ -95,14 +95,19 @@ def test_a_checkpoint_saved_inside_a_log_window_keeps_its_episodes(tmp_path, mon
     assert "[exit] interrupted by SIGTERM" in out
 
 
-def test_a_resume_interrupted_while_compiling_leaves_the_run_directory_as_it_was(
-        run_copy, monkeypatch, capsys):
-    # E.g. resuming an earlier checkpoint by mistake, then Ctrl-C during the compile.
+@pytest.mark.parametrize("interrupted_step", ["compile", "wandb start"])
+def test_a_resume_interrupted_during_set_up_leaves_the_run_directory_as_it_was(
+        run_copy, monkeypatch, capsys, interrupted_step):
+    # E.g. resuming an earlier checkpoint by mistake, then Ctrl-C during the compile, or during
+    # wandb's start (up to 2 s probing the server), the last step of set-up.
     before = sorted(p.name for p in run_copy.iterdir())
     metrics = (run_copy / "metrics.jsonl").read_text()
-    def interrupted_compile(*args):
+    def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
-    monkeypatch.setattr(startup, "build_runner_and_chunk", interrupted_compile)
+    if interrupted_step == "compile":
+        monkeypatch.setattr(startup, "build_runner_and_chunk", interrupted)
+    else:
+        monkeypatch.setattr(cli, "WandbSink", interrupted)
     assert resume(run_copy.parent, str(run_copy / "checkpoint_2.pkl")) == cli.EXIT_INTERRUPTED
     assert sorted(p.name for p in run_copy.iterdir()) == before
     assert (run_copy / "metrics.jsonl").read_text() == metrics
