@@ -10,7 +10,7 @@
 - An episode that reaches `max_steps_in_episode` steps is truncated: done is true and
   `info["truncated"]` is set (only when the game itself did not end on that step).
 - On CPU, jit with `compiler_options=hackmatrix.xla_options.compiler_options()` as the trainer
-  and the tools do: the step runs ~1.08x faster (bit-identical; see that module).
+  and the tools do: the step runs faster, with bit-identical results (see that module).
 """
 
 from __future__ import annotations
@@ -118,10 +118,10 @@ class HackMatrixEnv:
         observes one state. One difference no observable shows: the new game keeps the UNDO
         buffer's stale contents (its pointers say empty, so UNDO is invalid), where
         `reset_env` zeroes it (`state.select`).
-        A step that completes a stage never ends the game (no enemy turn follows, so nobody
-        dies; a won game generates nothing), so on done the generation can take a new game's
-        starting state instead of the completed stage (whose successor a truncation would
-        discard anyway).
+        A step that generates a stage never ends the game (it completes a stage before stage
+        8, and no enemy turn follows, so nobody dies; completing stage 8 wins and generates
+        nothing), so on done the generation can take a new game's starting state instead of
+        the completed stage (whose successor a truncation would discard anyway).
         """
         params = self.default_params if params is None else params
         step_key, reset_key = spawning.split_key(key, 2)

@@ -14,7 +14,7 @@ The history is most of an env's memory, so a snapshot is packed into four small 
 - `cells` int16[36, 5]: content | program | siphoned | siphonCenter bit-packed, points,
   spawnCount, credits, energy.
 
-Amounts stored as int16 saturate at +-32767 and disabledTurns at 63: far beyond anything
+Amounts stored as int16 saturate at -32768 and 32767 and disabledTurns at 63: far beyond anything
 reachable in play (hp <= 3, disabledTurns <= 1, cell amounts <= 9). The origin flags
 (spawnedFromSiphon, fromScheduledTask) are not stored: §7.15 restores them as false.
 With four leaves, push writes four small slices (out of range, hence dropped, without a push)
