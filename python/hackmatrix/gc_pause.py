@@ -8,11 +8,12 @@ objects tracing drops are freed by reference counting: a collection after the tr
 cyclic garbage, so pausing costs no memory. The collector is paused only around tracing and
 lowering, never around a run.
 
-The CLIs also freeze what their start-up imported (`freeze_imported`, from `launch.load_main`):
-frozen objects are left out of every later collection, so the collections that still run (the
-tools' first compile, which is not paused, and the trainer's work between traces) skip them:
-0.23-0.26 s -> 0.06-0.07 s of collector time in the viewer's first reset and step. Module-level
-objects live as long as the process anyway.
+The trainer and `benchmark.py` also freeze what their start-up imported (`freeze_imported`,
+from `launch.load_main`): frozen objects are left out of every later collection, so the
+collections that still run (the trainer's work between traces) skip them. Module-level objects
+live as long as the process anyway. (Measured when the viewer froze its imports and traced
+unpaused: 0.23-0.26 s -> 0.06-0.07 s of collector time in its first reset and step. The viewer
+and `play.py` now trace inside `paused()` instead, `tools/compile_ahead.py`.)
 """
 
 from __future__ import annotations

@@ -1,6 +1,7 @@
-"""A stdout whose reader may leave (`| head`, a pager quit early): the programs whose product is
-a file (a checkpoint, a --json report, a GIF) keep working and drop the rest of their output,
-instead of failing on BrokenPipeError with the work half done. `standard_streams()` is what every
+"""A stdout whose reader may leave (`| head`, a pager quit early): instead of failing on
+BrokenPipeError with the work half done, the trainer and the evaluator keep working and drop the
+rest of their output (their product is a checkpoint or a --json report), and the viewer stops
+and writes the GIF of the frames shown. `standard_streams()` is what every
 CLI runs its work inside."""
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """`benchmark.py profile`: the training update chunk's kernel time, kernel by kernel.
 
 Runs `--updates` PPO updates (256 envs × 128 steps by default, as the training targets) under
-`jax.profiler.trace`, with every game function scoped (`kernels.scoped_game_functions`) and
+`jax.profiler.trace`, with the game's functions scoped (`kernels.scoped_game_functions`) and
 XLA:CPU's per-kernel trace events on, and prints for each kernel its time and launches per
 update, the instructions of its fused computation, its output shape and its scope. A kernel
 with many instructions on an output of several entries per env usually recomputes per-env work

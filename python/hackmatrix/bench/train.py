@@ -160,7 +160,9 @@ def main(argv=None) -> int:
     add_update_shape(parser)
     parser.add_argument("--num-minibatches", type=positive_int, help="default: auto-scaled from 4")
     parser.add_argument("--update-epochs", type=positive_int, help="default: auto-scaled from 4")
-    parser.add_argument("--updates", type=positive_int, default=2, help="updates per timed chunk (default 2)")
+    parser.add_argument("--updates", type=positive_int, default=2,
+                        help="updates per timed chunk (default 2; at most 10, the trainer's "
+                             "largest chunk: a larger value times chunks of 10)")
     parser.add_argument("--repeats", type=positive_int, default=3, help="timed chunks; the median is shown (default 3)")
     add_count_list(parser, "--num-devices", [1],
                    "counts of devices that share the envs, measured interleaved (on CPU, N makes "

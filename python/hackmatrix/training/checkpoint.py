@@ -494,7 +494,8 @@ def _newest_policy_file(run_dir: Path) -> Path:
     newest = max(candidates, key=lambda c: (c[0], c[1].suffix == ".pkl"))[1] if candidates else None
     final = run_dir / FINAL_PARAMS_NAME
     # final_params.npz is written right after the run's last checkpoint. A resumed run moves it
-    # aside (files_after), but directories from before that rule may hold a stale one beside
+    # aside, or deletes it when it is a copy of the resumed update's params
+    # (run_directory.prepare), but directories from before that rule may hold a stale one beside
     # the newer checkpoints of a resumed, interrupted run: those win then.
     if final.is_file() and (newest is None or final.stat().st_mtime >= newest.stat().st_mtime):
         return final

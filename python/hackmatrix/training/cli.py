@@ -171,7 +171,8 @@ class _Signals:
     During set-up (before the first update) a signal interrupts at once: nothing exists yet that
     a checkpoint would add to; a compile already running is waited out, with a line saying so
     (`startup.build_runner_and_chunk`). Once training runs (`start_training`), the first signal
-    asks for a checkpoint at the next chunk boundary and an exit 7; a second one ends the
+    asks for a checkpoint at the next chunk boundary and an exit 7 (during the run's last chunk,
+    the run finishes as usual, exit 0); a second one ends the
     process at once: with exit 7 if that checkpoint is already saved, else with exit 2 and
     without saving, the earlier checkpoints being intact (every file is replaced atomically)."""
 

@@ -78,7 +78,9 @@ def _restore_leaves(template, leaves, what: str):
 
 
 def restore_runner(fresh, saved: dict, config: TrainConfig, keep_optimizer: bool, say):
-    """The RunnerState of a checkpoint, built on the structure of a freshly initialised one."""
+    """The RunnerState of a checkpoint, built on the structure of `fresh` (a runner, or
+    `init_shapes`' ShapeDtypeStructs: leaves the checkpoint does not give stay shapes, for
+    `init` to fill)."""
     import jax
     import jax.numpy as jnp
     saved_num_envs = int(saved["config"]["num_envs"])

@@ -4,7 +4,8 @@ wandb is imported lazily. Mode: --wandb-mode if given, else WANDB_MODE from the 
 online when credentials exist (WANDB_API_KEY or an api.wandb.ai entry in ~/.netrc) and the server
 answers within two seconds, else offline (sync later with `wandb sync`). "online" is passed to
 wandb only when the user asked for it: an implicit online run lets wandb read WANDB_MODE itself.
-Any wandb failure prints one warning and disables the sink; training continues.
+A wandb failure prints one warning and disables the sink (a failed checkpoint upload only warns:
+logging goes on); training continues.
 """
 
 from __future__ import annotations
