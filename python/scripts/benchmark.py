@@ -2,7 +2,7 @@
 throughput, where the compiled env step's kernels come from, the update's kernel time by kernel).
 
 A thin dispatcher; the bodies live in hackmatrix.bench.env, .train, .kernels and .profile. Each is
-imported only when chosen, so `env` and `kernels` load no network, optimiser or wandb code.
+imported only when chosen, so `env` and `kernels` load none of the PPO trainer (optax, wandb).
 """
 
 import argparse
