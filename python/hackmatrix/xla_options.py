@@ -8,8 +8,8 @@ imported). XLA reads `XLA_FLAGS` once, when JAX starts its backends, so this set
 that. The default mode, `fast`, has XLA:CPU emit kernels with its older fusion emitters and
 without loop unrolling: the game step then compiles faster (XLA's compile of the env
 benchmark's rollout at 1024 envs: 12.2-13.1 → 7.7-8.8 s of CPU, about a third less; the
-trainer's first `[train]` line at 256 envs: median 18.4 → 14.3 s) but runs slower (env-steps/s -16%, training
-SPS -9%), because those emitters keep a loop scalar when its output reuses its input's buffer.
+trainer's first `[train]` line at 256 envs: median 18.4 → 14.3 s) but runs slower
+(env-steps/s -16%, training SPS -9%), because those emitters keep a loop scalar when its output reuses its input's buffer.
 On CPU most runs are short (smoke tests, the quickstart, the viewer, evaluation, the test
 suite), where compile time dominates: the 500k-step quickstart takes the same wall time in
 both modes. Long CPU runs should set `HACKMATRIX_CPU_COMPILE=throughput`, which leaves XLA's

@@ -4,9 +4,9 @@ XLA:CPU compile time follows the operations inside the fused kernels (after XLA 
 cheap producers into each consumer) plus a fixed cost per kernel (specs/performance.md, "What
 bounds the step on XLA:CPU"). This compiles `HackMatrixEnv.batch_step` once with every function
 of the game's rule modules (`GAME_MODULES`; the small helpers of `bitboard`, `fusion` and
-`outcome` count under their callers) wrapped in a `jax.named_scope` named `module.function`, and attributes each
-fusion of the optimised HLO, with the instructions of its fused computation, to the scope path
-of its root. It measures no time: compile time itself is `benchmark.py env`'s job.
+`outcome` count under their callers) wrapped in a `jax.named_scope` named `module.function`,
+and attributes each fusion of the optimised HLO, with the instructions of its fused computation,
+to the scope path of its root. It measures no time: compile time itself is `benchmark.py env`'s job.
 """
 
 from __future__ import annotations

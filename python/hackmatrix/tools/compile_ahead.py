@@ -22,8 +22,8 @@ from hackmatrix import gc_pause
 def compile_ahead(calls) -> None:
     """Compiles each `(jitted function, args)` pair for those arguments (arrays or
     `jax.ShapeDtypeStruct`s), in the order given (callers put the longest compile, the game
-    step's, first): each is traced and lowered here, in order, and compiled in a worker thread as soon as it is lowered; returns once all are
-    compiled. An exception here (an interrupt) is raised at once, without waiting for the
+    step's, first): each is traced and lowered here, in order, and compiled in a worker thread
+    as soon as it is lowered; returns once all are compiled. An exception here (an interrupt) is raised at once, without waiting for the
     compiles still running: the tools then end the process (`cli.exit_process`)."""
     pool = ThreadPoolExecutor(max_workers=len(calls), thread_name_prefix="compile")
     try:

@@ -172,9 +172,9 @@ class _Signals:
     a checkpoint would add to; a compile already running is waited out, with a line saying so
     (`startup.build_runner_and_chunk`). Once training runs (`start_training`), the first signal
     asks for a checkpoint at the next chunk boundary and an exit 7 (during the run's last chunk,
-    the run finishes as usual, exit 0); a second one ends the
-    process at once: with exit 7 if that checkpoint is already saved, else with exit 2 and
-    without saving, the earlier checkpoints being intact (every file is replaced atomically)."""
+    the run finishes as usual, exit 0); a second one ends the process at once: with exit 7 if
+    that checkpoint is already saved, else with exit 2 and without saving, the earlier
+    checkpoints being intact (every file is replaced atomically)."""
 
     def __init__(self):
         self.signal_name = None

@@ -18,8 +18,8 @@ def prepare(run_dir: Path, saved: dict | None, start_update: int,
     the temp files of a killed save are removed; a resume moves what was saved after its update
     (an abandoned branch, or a stale final_params.npz) and the metrics lines logged after it
     into run_dir/set_aside/, and deletes a final_params.npz that is a copy of the resumed
-    update's params (a finished run resumed to extend it); a fresh run moves aside the metrics and summary of an earlier run
-    that died before its first checkpoint."""
+    update's params (a finished run resumed to extend it); a fresh run moves aside the metrics
+    and summary of an earlier run that died before its first checkpoint."""
     ckpt.remove_temp_files(run_dir)
     if saved is not None:
         later = ckpt.files_after(run_dir, start_update)
