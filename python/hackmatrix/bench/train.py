@@ -4,9 +4,10 @@ device counts: `--num-devices 1,2`).
 For each num_envs it also measures a network-only bound: the same PPO update (same code, same
 shapes) fed with stored observations by a replay env whose step is a table lookup, so the
 difference to the real run is the cost of stepping the game. The timed chunks of the real run
-and the bound alternate, so the shared machine's slow spells hit both. The rollout overhead is
-the ratio of the two medians; each round's own ratio (a real chunk and the bound's chunk
-timed next to it) shows how much it moves: their quartiles are printed beside it.
+and the bound alternate (in a round, each times one chunk; every other round in reverse order),
+so the shared machine's slow spells hit both. The rollout overhead is the median of the rounds'
+own ratios (a real chunk and the bound's chunk timed next to it), with their quartiles beside
+it: a ratio of the two medians would pair chunks from different spells of the machine.
 """
 
 from __future__ import annotations
@@ -137,10 +138,11 @@ def measure(configs: list[TrainConfig], env, env_params, repeats: int, replay=No
     runs = [[_Prepared(config, env, env_params)]
             + ([_Prepared(config, replay, env_params)] if replay is not None else [])
             for config in configs]
-    for _ in range(repeats):
-        for pair in runs:
-            for run in pair:
-                run.time_chunk()
+    ordered = [run for pair in runs for run in pair]
+    for round_index in range(repeats):
+        # Reversed every other round, so that no run always follows the same one.
+        for run in ordered if round_index % 2 == 0 else reversed(ordered):
+            run.time_chunk()
     return [[{"compile_s": run.compile_s, "first_update_s": run.first_update_s,
               "sps": statistics.median(run.sps), "sps_all": run.sps} for run in pair]
             for pair in runs]
@@ -152,6 +154,13 @@ def _quartiles(values: list[float]) -> tuple[float, float]:
         return values[0], values[0]
     low, _, high = statistics.quantiles(values, n=4, method="inclusive")
     return low, high
+
+
+def _rollout_overhead(train_sps: list[float], bound_sps: list[float]):
+    """(median, 25th, 75th percentile) of the rounds' own overheads, `bound / train - 1` for the
+    chunks of one round."""
+    per_round = [bound / train - 1.0 for train, bound in zip(train_sps, bound_sps, strict=True)]
+    return (statistics.median(per_round), *_quartiles(per_round))
 
 
 def main(argv=None) -> int:
@@ -209,9 +218,7 @@ def main(argv=None) -> int:
                     f"{full['compile_s']:>9.1f} {full['first_update_s']:>11.1f} {full['sps']:>10.0f}")
             if replay is not None:
                 bound = results[1]
-                overhead = bound["sps"] / full["sps"] - 1.0
-                low, high = _quartiles([b / f - 1.0 for f, b in zip(full["sps_all"],
-                                                                    bound["sps_all"])])
+                overhead, low, high = _rollout_overhead(full["sps_all"], bound["sps_all"])
                 line += f" {bound['sps']:>12.0f} {overhead:>15.1%} {f'{low:.1%}-{high:.1%}':>17}"
             print(line, flush=True)
     return 0

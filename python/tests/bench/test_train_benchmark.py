@@ -18,7 +18,7 @@ def test_prints_each_device_count_with_its_bound(capsys):
         compile_s, first_update_s, train_sps, bound_sps = map(float, row[5:9])
         assert 0 < compile_s <= first_update_s and train_sps > 0 and bound_sps > 0
         assert abs(float(row[9].rstrip("%")) / 100 - (bound_sps / train_sps - 1)) < 3e-3
-        # One round: its own overhead is the median's, so both quartiles equal it.
+        # One round: the overhead is that round's, and so are both quartiles.
         assert row[10] == f"{row[9]}-{row[9]}"
 
 
@@ -36,3 +36,29 @@ def test_per_round_quartiles_interpolate_between_rounds():
     assert train_benchmark._quartiles([0.5, 0.1, 0.3, 0.2, 0.4]) == pytest.approx((0.2, 0.4))
     assert train_benchmark._quartiles([0.1, 0.2]) == pytest.approx((0.125, 0.175))
     assert train_benchmark._quartiles([0.07]) == (0.07, 0.07)
+
+
+def test_overhead_is_the_median_of_the_rounds_own():
+    # Round 2 is a slow spell for both runs, round 3 for the bound alone. The ratio of the two
+    # medians (10.5 / 10 - 1 = 5%) would pair chunks from different rounds.
+    train = [10.0, 5.0, 10.0, 10.0, 10.0]
+    bound = [11.0, 5.5, 6.0, 11.5, 10.5]  # rounds: 10%, 10%, -40%, 15%, 5%
+    median, low, high = train_benchmark._rollout_overhead(train, bound)
+    assert (median, low, high) == pytest.approx((0.10, 0.05, 0.10))
+
+
+def test_rounds_alternate_their_order(monkeypatch):
+    timed = []
+
+    class Recorded:
+        def __init__(self, config, env, env_params):
+            self.name, self.compile_s, self.first_update_s, self.sps = env, 1.0, 2.0, []
+
+        def time_chunk(self):
+            timed.append(self.name)
+            self.sps.append(100.0)
+
+    monkeypatch.setattr(train_benchmark, "_Prepared", Recorded)
+    results = train_benchmark.measure(["a config"], "game", None, repeats=4, replay="replay")
+    assert timed == ["game", "replay", "replay", "game"] * 2
+    assert [result["sps_all"] for result in results[0]] == [[100.0] * 4, [100.0] * 4]
