@@ -403,7 +403,7 @@ def _train(args, signals: _Signals, cleanup: contextlib.ExitStack) -> int:
     def summary(status: str) -> dict:
         session_steps = timesteps - start_timesteps
         return {
-            "status": status, "run_name": run_name, "run_dir": str(run_dir),
+            "status": status, "run_name": run_name, "run_dir": os.path.abspath(run_dir),
             "config": config.to_dict(), "network": network, "update": update,
             "timesteps": timesteps, "final_metrics": last_record,
             "wall_time_seconds": time.perf_counter() - session_start,
@@ -411,9 +411,10 @@ def _train(args, signals: _Signals, cleanup: contextlib.ExitStack) -> int:
             "backend": backend,
             "cpu_compile": xla_options.cpu_compile_mode(backend),
             "sps": session_steps / train_seconds if train_seconds > 0 else None,
-            "checkpoints": [str(p) for p in saved_paths],
-            "final_params": str(run_dir / ckpt.FINAL_PARAMS_NAME) if status == "completed" else None,
-            "resumed_from": str(resume_path) if resume_path else None,
+            "checkpoints": [os.path.abspath(p) for p in saved_paths],
+            "final_params": (os.path.abspath(run_dir / ckpt.FINAL_PARAMS_NAME)
+                             if status == "completed" else None),
+            "resumed_from": os.path.abspath(resume_path) if resume_path else None,
             "forked_from": start.forked_from,
             "wandb": {"mode": sink.mode if sink.active else "disabled", "run_id": wandb_run_id,
                       "dir": sink.run_directory},

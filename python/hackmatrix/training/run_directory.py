@@ -4,6 +4,7 @@ and a run that must not be written over or whose final save was cut short."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 from hackmatrix.training import checkpoint as ckpt
@@ -98,11 +99,12 @@ def finish_a_cut_short_final_save(run_dir: Path, run_name: str, saved: dict,
         if not finished:
             lines = M.MetricsFile(run_dir).split_after(update)[0]
             M.write_summary(run_dir, {
-                "status": "completed", "run_name": run_name, "run_dir": str(run_dir),
+                "status": "completed", "run_name": run_name, "run_dir": os.path.abspath(run_dir),
                 "config": saved["config"], "network": saved["network"], "update": update,
                 "timesteps": timesteps,
                 "final_metrics": json.loads(lines[-1]) if lines else {},
-                "checkpoints": [str(p) for p in kept], "final_params": str(final),
+                "checkpoints": [os.path.abspath(p) for p in kept],
+                "final_params": os.path.abspath(final),
                 "note": "the final save was cut short; a later --resume finished it"})
     finally:
         lock.release()

@@ -20,9 +20,11 @@ from tiny_runs import TINY, TOTAL, UPDATES, assert_same_params, load_params, tra
 SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "train_purejaxrl.py"
 
 
-def test_end_to_end_run_writes_checkpoint_params_metrics_and_summary(tmp_path, capsys):
-    assert train(tmp_path, "e2e", "--save-interval", "2", "--keep-checkpoints", "2") == 0
-    run_dir = tmp_path / "e2e"
+def test_end_to_end_run_writes_checkpoint_params_metrics_and_summary(tmp_path, capsys,
+                                                                    monkeypatch):
+    monkeypatch.chdir(tmp_path)  # a relative --checkpoint-dir: summary.json's paths are absolute
+    assert train(Path("runs"), "e2e", "--save-interval", "2", "--keep-checkpoints", "2") == 0
+    run_dir = tmp_path / "runs" / "e2e"
     assert [update for update, _ in ckpt.list_checkpoints(run_dir)] == [4, 6]
     assert {p.name for p in run_dir.glob("params_*.npz")} == {"params_4.npz", "params_6.npz"}
     records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
@@ -34,7 +36,11 @@ def test_end_to_end_run_writes_checkpoint_params_metrics_and_summary(tmp_path, c
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["status"] == "completed" and summary["update"] == UPDATES
     assert summary["compile_seconds"] > 0 and summary["sps"] > 0
-    assert summary["final_params"].endswith("final_params.npz")
+    paths = [summary["run_dir"], *summary["checkpoints"], summary["final_params"]]
+    assert all(Path(path).is_absolute() for path in paths)
+    assert [Path(path).resolve() for path in paths] == [
+        path.resolve() for path in (run_dir, run_dir / "checkpoint_4.pkl",
+                                    run_dir / "checkpoint_6.pkl", run_dir / "final_params.npz")]
     # The CPU compile mode in effect is recorded and printed (hackmatrix/xla_options.py).
     assert (summary["backend"], summary["cpu_compile"]) == ("cpu", xla_options.cpu_compile_mode())
     params, network = ckpt.load_policy_params(run_dir)

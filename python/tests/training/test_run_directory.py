@@ -7,6 +7,7 @@ import os
 import pickle
 import re
 import shutil
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -218,13 +219,15 @@ def test_a_resume_of_a_run_another_trainer_writes_only_says_wait(run_copy, capsy
                          "it to end")
 
 
-def test_a_final_save_cut_short_by_a_kill_is_finished_by_the_next_resume(run_copy, capsys):
+def test_a_final_save_cut_short_by_a_kill_is_finished_by_the_next_resume(run_copy, capsys,
+                                                                          monkeypatch):
     # Killed after checkpoint_6.pkl was written, before its params, the rotation, final_params
     # and summary: a resume has nothing to train, but must not call the run done as it is.
     for name in ("params_6.npz", "final_params.npz", "summary.json"):
         (run_copy / name).unlink()
     (run_copy / ".params_6.npz.abcd1234.tmp").write_bytes(b"partial")
-    assert resume(run_copy.parent, str(run_copy), "--keep-checkpoints", "2") == 0
+    monkeypatch.chdir(run_copy.parent)  # relative paths given: summary.json's are absolute
+    assert resume(Path("."), run_copy.name, "--keep-checkpoints", "2") == 0
     out = capsys.readouterr().out
     assert "its final save at update 6 was cut short" in out and "nothing to do" not in out
     assert [update for update, _ in ckpt.list_checkpoints(run_copy)] == [4, 6]
@@ -237,6 +240,10 @@ def test_a_final_save_cut_short_by_a_kill_is_finished_by_the_next_resume(run_cop
     summary = json.loads((run_copy / "summary.json").read_text())
     assert (summary["status"], summary["update"]) == ("completed", 6)
     assert summary["final_metrics"]["update"] == 6
+    paths = [Path(summary[key]) for key in ("run_dir", "final_params")]
+    assert all(path.is_absolute() for path in paths)
+    assert [path.resolve() for path in paths] == [run_copy.resolve(),
+                                                  (run_copy / "final_params.npz").resolve()]
     # Finished now: resumed again (with fewer checkpoints to keep, too, which is no sign of a
     # kill), nothing changes and nothing is said about it.
     before = {p.name: p.stat().st_mtime_ns for p in run_copy.iterdir() if p.is_file()}
