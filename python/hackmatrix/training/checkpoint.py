@@ -189,20 +189,48 @@ def load_checkpoint(path: Path) -> dict:
 
 
 class _Unreadable(NamedTuple):
-    error_name: str
+    reason: str
+
+
+# The only globals a checkpoint's pickle refers to: NumPy's arrays, scalars and dtypes (the
+# trainer stores every leaf as NumPy, in plain dicts, lists and tuples), and the builtins that
+# pickle protocols 0-3 name for sets and bytes. A pickle runs whatever its globals name while it
+# loads, so any other name marks a crafted or foreign file.
+_CHECKPOINT_GLOBALS = frozenset({
+    ("numpy", "dtype"), ("numpy", "ndarray"), ("numpy._core.numeric", "_frombuffer"),
+    ("numpy._core.multiarray", "_reconstruct"), ("numpy._core.multiarray", "scalar"),
+    ("_codecs", "encode"),
+    *((module, name) for module in ("builtins", "__builtin__")
+      for name in ("set", "frozenset", "bytes", "bytearray"))})
+
+
+class _ForeignGlobal(pickle.UnpicklingError):
+    pass
+
+
+class _CheckpointUnpickler(pickle.Unpickler):
+    def find_class(self, module, name):
+        if (module, name) not in _CHECKPOINT_GLOBALS:
+            raise _ForeignGlobal(f"{module}.{name}")
+        return super().find_class(module, name)
 
 
 def _unpickled(file) -> Any:
-    """The object pickled in `file`, or _Unreadable. pickle raises many types on truncated or
-    foreign files; the error is dropped here, with the hook that prints what the interpreter
-    reports meanwhile: freeing a bytearray that a corrupt BYTEARRAY8 opcode sized past memory
-    prints a SystemError line (CPython 3.11-3.13), which would break the one-line error."""
+    """The object pickled in `file`, or _Unreadable. Only NumPy's globals load
+    (`_CHECKPOINT_GLOBALS`): a pickle naming any other is refused before it runs anything.
+    pickle raises many types on truncated or foreign files; the error is dropped here, with the
+    hook that prints what the interpreter reports meanwhile: freeing a bytearray that a corrupt
+    BYTEARRAY8 opcode sized past memory prints a SystemError line (CPython 3.11-3.13), which
+    would break the one-line error."""
     excepthook, sys.excepthook = sys.excepthook, lambda *report: None
     try:
         with file:
-            return pickle.load(file)
-    except Exception as error:
-        return _Unreadable(type(error).__name__)  # `error` and its frames are freed right here
+            return _CheckpointUnpickler(file).load()
+    except _ForeignGlobal as error:
+        return _Unreadable(f"not loaded: it names {error}, which no checkpoint does (a crafted "
+                           "or foreign pickle)")
+    except Exception as error:  # `error` and its frames are freed right here
+        return _Unreadable(f"truncated, or not a checkpoint ({type(error).__name__})")
     finally:
         sys.excepthook = excepthook
 
@@ -223,8 +251,7 @@ def read_checkpoint(path: Path) -> dict:
         raise CheckpointError(f"cannot open checkpoint {path}: {error.strerror}") from None
     state = _unpickled(f)
     if isinstance(state, _Unreadable):
-        raise CheckpointError(f"cannot read checkpoint {path}: truncated, or not a checkpoint "
-                              f"({state.error_name})")
+        raise CheckpointError(f"cannot read checkpoint {path}: {state.reason}")
     if not isinstance(state, dict):
         raise CheckpointError(f"{path} is not a HackMatrix training checkpoint")
     missing = [key for key in REQUIRED_KEYS if key not in state]

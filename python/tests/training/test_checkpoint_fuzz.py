@@ -47,6 +47,9 @@ specs/agent-tools.md):
     but num_devices, which came later;
   - a huge update count resumes; timesteps past the total leave nothing to train (exit 0 before
     compiling); bytes after the pickle's STOP are ignored; any pickle protocol loads;
+  - a pickle that names any global but NumPy's array, scalar and dtype constructors is refused
+    before that global is looked up, so a crafted checkpoint runs nothing (an OrderedDict, which
+    the trainer never writes, is refused too);
   - a flipped byte may land in array data and change only values: a flip is refused or accepted.
 """
 
@@ -69,6 +72,7 @@ import jax
 import numpy as np
 import pytest
 
+from hackmatrix.exit_codes import EXIT_BAD_CHECKPOINT
 from hackmatrix.game import constants as C
 from hackmatrix.tools import evaluation, viewer
 from hackmatrix.tools.policy import OBS_DIM
@@ -459,7 +463,8 @@ STATE_CHANGES = [
     ("pickle_of_three_keys", lambda state: {k: state[k] for k in ckpt.REQUIRED_KEYS[:3]},
      REFUSED, REFUSED),
     ("pickle_of_a_dict_of_numbers", lambda state: {1: 2}, REFUSED, REFUSED),
-    ("pickle_of_an_ordered_dict", OrderedDict, ACCEPTED, ACCEPTED),
+    # A dict subclass is a global beyond NumPy's: refused (ckpt._CHECKPOINT_GLOBALS).
+    ("pickle_of_an_ordered_dict", OrderedDict, REFUSED, REFUSED),
     ("format_version_2", put("format_version", value=2), REFUSED, REFUSED),
     ("format_version_0", put("format_version", value=0), REFUSED, REFUSED),
     ("format_version_text", put("format_version", value="1"), REFUSED, REFUSED),
@@ -773,3 +778,19 @@ def test_the_tools_refuse_naming_the_file_or_accept_each_variant(variant, runner
         assert_outcome(outcome, variant.tools)
         if outcome.result() == REFUSED:
             assert str(outcome.source) in outcome.stderr, outcome.stderr
+
+
+def test_a_checkpoint_that_would_run_code_is_refused_before_it_runs(tmp_path, capsys):
+    marker = tmp_path / "ran"
+
+    class RunsCode:
+        def __reduce__(self):
+            return (Path.touch, (marker,))
+
+    crafted = tmp_path / "checkpoint_1.pkl"
+    crafted.write_bytes(pickle.dumps({"format_version": ckpt.FORMAT_VERSION, "x": RunsCode()}))
+    with pytest.raises(ckpt.CheckpointError, match="names pathlib.Path.touch"):
+        ckpt.read_checkpoint(crafted)
+    assert cli.main(["--resume", str(crafted), "--no-wandb"]) == EXIT_BAD_CHECKPOINT
+    assert not marker.exists()
+    assert capsys.readouterr().err.count("\n") == 1
