@@ -435,7 +435,7 @@ def _find_resume_checkpoint(resume, checkpoint_dir, run_name) -> Path:
         if target.is_dir():
             found = newest_checkpoint(target)
             if found is None:
-                raise CheckpointError(f"no checkpoint_*.pkl in {target}")
+                raise CheckpointError(f"no checkpoint_*.pkl in {target}{_never_saved(target)}")
             return found
         if not target.is_file():
             raise CheckpointError(f"checkpoint not found: {target}")
@@ -444,7 +444,8 @@ def _find_resume_checkpoint(resume, checkpoint_dir, run_name) -> Path:
     if run_name:
         found = newest_checkpoint(checkpoint_dir / run_name)
         if found is None:
-            raise CheckpointError(f"no checkpoint to resume for run '{run_name}' in {checkpoint_dir}")
+            raise CheckpointError(f"no checkpoint to resume for run '{run_name}' in {checkpoint_dir}"
+                                  f"{_never_saved(checkpoint_dir / run_name)}")
         return found
     candidates = [newest_checkpoint(d) for d in checkpoint_dir.iterdir()] if checkpoint_dir.is_dir() else []
     candidates = [c for c in candidates if c is not None]
@@ -453,6 +454,15 @@ def _find_resume_checkpoint(resume, checkpoint_dir, run_name) -> Path:
     # Ties (a run copied with `cp -a` keeps its times) go to the run directory's name, so that
     # the choice never depends on the order of the directory listing.
     return max(candidates, key=lambda c: (c.stat().st_mtime_ns, c.parent.name))
+
+
+def _never_saved(run_dir: Path) -> str:
+    """What to add when a run directory without checkpoints holds a run's metrics: that run
+    stopped before its first save."""
+    if not (run_dir / "metrics.jsonl").is_file():
+        return ""
+    return (": the run there stopped before its first save; without --resume it starts over, "
+            "setting its metrics aside")
 
 
 # ----------------------------------------------------------------------------- policy loading

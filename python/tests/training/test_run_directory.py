@@ -166,6 +166,12 @@ def test_a_fresh_run_sets_aside_the_metrics_of_a_run_that_saved_no_checkpoint(tm
     run_dir.mkdir()
     earlier = '{"update": 1}\n{"update": 2}\n'
     (run_dir / "metrics.jsonl").write_text(earlier)
+    # Resuming it has nothing to load, and says what to do instead.
+    for where in (["--run-name", "again"], [str(run_dir)]):
+        assert resume(tmp_path, *where) == cli.EXIT_BAD_CHECKPOINT
+        (line,) = capsys.readouterr().err.strip().splitlines()
+        assert line.endswith("the run there stopped before its first save; without --resume it "
+                             "starts over, setting its metrics aside")
     assert train(tmp_path, "again") == 0
     assert "held the metrics of an earlier run that saved no checkpoint" in capsys.readouterr().out
     assert updates_in(run_dir / "metrics.jsonl") == [2, 4, 6]
