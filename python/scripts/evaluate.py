@@ -119,7 +119,7 @@ def main(argv=None) -> int:
         # Resolved once: a run still training may write a newer file before loading ends.
         files = [policy.resolve_policy_file(source) for source in sources]
         _reject_duplicates(sources, files, baseline_names)
-        loaded = [policy.load_policy(file) for file in files]
+        loaded = [policy.load_policy(source, file) for source, file in zip(sources, files)]
         policies = [policy.network_policy(checkpoint, args.deterministic, name=source)
                     for source, checkpoint in zip(sources, loaded)]
         policies += [baselines.baseline(name) for name in baseline_names]

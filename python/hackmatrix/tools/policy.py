@@ -107,15 +107,25 @@ def _reject_folder_of_runs(folder: pathlib.Path) -> None:
             f"{folder / runs[0]}, or use --latest --checkpoint-dir {folder}")
 
 
-def load_policy(source: str | pathlib.Path) -> LoadedPolicy:
+def _other_policy_note(source: pathlib.Path, chosen: pathlib.Path) -> str:
+    """For a run directory whose newest policy file cannot be read: "; ..." naming the newest of
+    its other ones (the params file of the same update, if any), else ""."""
+    if not source.is_dir():
+        return ""
+    others = [path for path in ckpt.policy_files(source) if path != chosen]
+    return f"; the run's next newest policy file: {others[-1]}" if others else ""
+
+
+def load_policy(source: str | pathlib.Path, path: pathlib.Path | None = None) -> LoadedPolicy:
     """Loads a .pkl checkpoint, a params .npz or a run directory and checks that the network
-    fits this game (observation size and action count) by running it once."""
+    fits this game (observation size and action count) by running it once. `path`, if given,
+    is the file `resolve_policy_file(source)` chose earlier (a run may save a newer one since)."""
     source = pathlib.Path(source)
-    path = resolve_policy_file(source)
+    path = resolve_policy_file(source) if path is None else path
     try:
         params, network_config = ckpt.load_policy_params(path)
     except ckpt.CheckpointError as error:
-        raise PolicyLoadError(str(error)) from None
+        raise PolicyLoadError(f"{error}{_other_policy_note(source, path)}") from None
     obs_dim = int(network_config.get("obs_dim", OBS_DIM))
     num_actions = int(network_config.get("num_actions", -1))
     if obs_dim != OBS_DIM or num_actions != C.NUM_ACTIONS:

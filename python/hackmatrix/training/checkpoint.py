@@ -522,13 +522,20 @@ def resolve_policy_file(path) -> Path:
     return _newest_policy_file(path) if path.is_dir() else path
 
 
-def _newest_policy_file(run_dir: Path) -> Path:
+def policy_files(run_dir: Path) -> list[Path]:
+    """A run directory's checkpoints and params files, oldest first by update (at equal update
+    the params file first); final_params.npz is not among them."""
     candidates = list_checkpoints(run_dir)
-    for entry in run_dir.iterdir():
+    for entry in Path(run_dir).iterdir():
         match = PARAMS_PATTERN.match(entry.name)
         if match:
             candidates.append((int(match.group(1)), entry))
-    newest = max(candidates, key=lambda c: (c[0], c[1].suffix == ".pkl"))[1] if candidates else None
+    return [path for _, path in sorted(candidates, key=lambda c: (c[0], c[1].suffix == ".pkl"))]
+
+
+def _newest_policy_file(run_dir: Path) -> Path:
+    candidates = policy_files(run_dir)
+    newest = candidates[-1] if candidates else None
     final = run_dir / FINAL_PARAMS_NAME
     # final_params.npz is written right after the run's last checkpoint. A resumed run moves it
     # aside, or deletes it when it is a copy of the resumed update's params

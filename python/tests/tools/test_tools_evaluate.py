@@ -1,6 +1,7 @@
 """evaluate.py, the episode runner and the two baselines."""
 
 import json
+import shutil
 
 import jax
 import jax.numpy as jnp
@@ -221,3 +222,18 @@ def test_unwritable_json_path_exits_3_before_evaluating(tiny_run, tmp_path, caps
 def test_a_folder_of_runs_gets_a_hint(tiny_run, capsys):
     assert evaluate_main([str(tiny_run.parent)]) == cli.EXIT_BAD_CHECKPOINT
     assert f"use --latest --checkpoint-dir {tiny_run.parent}" in capsys.readouterr().err
+
+
+def test_an_unreadable_newest_checkpoint_names_the_runs_next_policy_file(tiny_run, tmp_path,
+                                                                        capsys):
+    run = shutil.copytree(tiny_run, tmp_path / "cut")
+    (run / "final_params.npz").unlink()  # as in a run interrupted after its checkpoint 6
+    newest = run / "checkpoint_6.pkl"
+    newest.write_bytes(newest.read_bytes()[:100])
+    assert evaluate_main([str(run), "--episodes", "1"]) == cli.EXIT_BAD_CHECKPOINT
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith(f"evaluate.py: error: cannot read checkpoint {newest}: truncated")
+    assert line.endswith(f"; the run's next newest policy file: {run / 'params_6.npz'}")
+    # A file named on the command line is the one wanted: no other is suggested.
+    assert evaluate_main([str(newest), "--episodes", "1"]) == cli.EXIT_BAD_CHECKPOINT
+    assert "next newest" not in capsys.readouterr().err
