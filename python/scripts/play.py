@@ -10,6 +10,7 @@ Commands:
   <number>           any action index 0-27 (programs are 5-27)
   save FILE.json     save the game as it is now as a scenario file (specs/game-rules.md §10;
                      the UNDO history is not saved) and go on playing; replay it with --scenario
+  help, ?            this list of commands
   q, quit            leave (so do Ctrl-C, exit code 7, and the end of the input)
 
 Only actions in the shown list of valid actions are played; anything else is refused with a
@@ -36,6 +37,10 @@ DIRECTION_COMMANDS = {
 }
 QUIT_COMMANDS = {"q", "quit", "exit"}
 QUIT = "quit"
+HELP_COMMANDS = {"help", "?", "h"}
+HELP = "help"
+# The "Commands:" list of the docstring, shown by `help` (empty under `python -OO`).
+COMMANDS_HELP = (__doc__ or "").partition("\n\nOnly actions")[0].partition("\n\n")[2]
 
 
 class CommandError(ValueError):
@@ -47,8 +52,8 @@ class Save(str):
 
 
 def parse_command(text: str):
-    """The action index for a command, QUIT, a Save, or None for an empty line; CommandError
-    for anything else."""
+    """The action index for a command, QUIT, HELP, a Save, or None for an empty line;
+    CommandError for anything else."""
     from hackmatrix.game import constants as C
     from hackmatrix.game import scenario
 
@@ -66,6 +71,8 @@ def parse_command(text: str):
         return Save(os.path.expanduser(path))
     if command in QUIT_COMMANDS:
         return QUIT
+    if command in HELP_COMMANDS:
+        return HELP
     if command in DIRECTION_COMMANDS:
         return DIRECTION_COMMANDS[command]
     if re.fullmatch(r"[+-]?[0-9]+", command):  # not str.isdigit: it takes "²", and "--5"
@@ -78,7 +85,8 @@ def parse_command(text: str):
     program = scenario.program_from_name(command)
     if program is None:
         raise CommandError(f"Unknown command {shown(text.strip())}: use w/a/s/d, x, a program "
-                           f"name, an action number (0-{C.NUM_ACTIONS - 1}) or q")
+                           f"name, an action number (0-{C.NUM_ACTIONS - 1}), save FILE.json or "
+                           "q; help lists them")
     return C.FIRST_PROGRAM_ACTION + program
 
 
@@ -194,6 +202,9 @@ def read_action(mask, explain_invalid, save):
             continue
         if isinstance(action, Save):
             print(save(action))
+            continue
+        if action == HELP:
+            print(COMMANDS_HELP)
             continue
         if action == QUIT or mask[action]:
             return action

@@ -19,12 +19,14 @@ def run_play(tmp_path, scenario, stdin="", extra=()):
 
 def test_scripted_session(tmp_path):
     scenario = {"player": {"row": 3, "col": 3, "credits": 5}, "ownedPrograms": ["SIPH+"]}
-    result = run_play(tmp_path, scenario, "bogus\n\n--5\n²\nwarp\nx\nsiph+\nw\nx\n99\nq\n")
+    result = run_play(tmp_path, scenario,
+                      "bogus\n\n--5\n²\nhelp\nwarp\nx\nsiph+\nw\nx\n99\nq\n")
     assert result.returncode == 0, result.stderr
     out = result.stdout
     assert "\x1b[" not in out  # no colour when stdout is not a terminal
     assert out.count("Valid actions: 0 up, 1 down, 2 left, 3 right, 16 SIPH+") == 1
-    assert "Unknown command 'bogus'" in out
+    assert "Unknown command 'bogus'" in out and "; help lists them" in out
+    assert out.count("Commands:\n  w a s d") == 1 and "  save FILE.json" in out  # help
     assert "Unknown command ''" not in out                         # an empty line is skipped
     assert "Unknown command '--5'" in out and "Unknown command '²'" in out  # not numbers
     assert "WARP is not valid now: you do not own it" in out
