@@ -79,9 +79,26 @@ def _fail(path: str, message: str):
     raise ValueError(f"{path}: {message}")
 
 
+def _json_kind(value) -> str:
+    """What a value is, in JSON's words (a scenario is written as JSON)."""
+    if value is None:
+        return "null"
+    if isinstance(value, (bool, np.bool_)):
+        return f"boolean {shown(value)}"
+    if isinstance(value, numbers.Number):
+        return f"number {shown(value)}"
+    if isinstance(value, str):
+        return f"string {shown(value)}"
+    if isinstance(value, dict):
+        return "an object"
+    if isinstance(value, (list, tuple)):
+        return "a list"
+    return type(value).__name__
+
+
 def _mapping(value, path: str, allowed: set[str]) -> dict:
     if not isinstance(value, dict):
-        _fail(path or "scenario", f"expected an object, got {type(value).__name__}")
+        _fail(path or "scenario", f"expected an object, got {_json_kind(value)}")
     for name in value:
         if name not in allowed:
             _fail(f"{path}.{name_shown(name)}" if path else name_shown(name), "unknown field")
@@ -90,7 +107,7 @@ def _mapping(value, path: str, allowed: set[str]) -> dict:
 
 def _list(value, path: str) -> list:
     if not isinstance(value, (list, tuple)):
-        _fail(path, f"expected a list, got {type(value).__name__}")
+        _fail(path, f"expected a list, got {_json_kind(value)}")
     return list(value)
 
 
@@ -188,7 +205,8 @@ def from_dict(d: dict, key=None) -> S.GameState:
     """Build the exact state described by a scenario dict (Appendix A.1-A.3).
 
     `key` is accepted for symmetry with `reset(key)`; setup is deterministic and does not use it.
-    Raises ValueError naming the offending field for any malformed input.
+    Raises ValueError naming the offending field for any malformed input. Host-side Python: not
+    for use inside `jit` or `vmap` (stack the states of several scenarios to batch them).
     """
     _mapping(d, "", _TOP_LEVEL_FIELDS)
     size = C.BOARD_SIZE

@@ -225,7 +225,7 @@ def load_scenario(path: str):
     if not path:
         raise ToolError("--scenario: the path is empty", EXIT_BAD_ARGUMENTS)
     try:
-        with open(path, encoding="utf-8") as file:
+        with open(path, encoding="utf-8-sig") as file:  # a byte-order mark, as Notepad writes
             text = file.read()
     except OSError as error:
         raise ToolError(f"{path}: cannot read: {error.strerror}", EXIT_BAD_CHECKPOINT) from None

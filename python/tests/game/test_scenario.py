@@ -366,7 +366,10 @@ def test_key_argument_is_accepted():
     ({"player": PLAYER, "transmissions": [{"row": 0, "col": 0, "turnsRemaining": 1,
                                            "enemyType": "virus"}] * 37},
      "transmissions: 37 transmissions exceed the capacity of 36"),
-    ("not a dict", "scenario: expected an object, got str"),
+    ("not a dict", "scenario: expected an object, got string 'not a dict'"),
+    ({"player": None}, "player: expected an object, got null"),
+    ({"player": PLAYER, "enemies": {"type": "virus"}}, "enemies: expected a list, got an object"),
+    ([PLAYER], "scenario: expected an object, got a list"),
 ])
 def test_bad_input_raises_value_error_naming_the_field(d, message):
     with pytest.raises(ValueError) as error:

@@ -601,6 +601,15 @@ def test_a_scenario_file_with_an_integer_over_4300_digits_exits_3(tmp_path):
     assert error.value.exit_code == cli.EXIT_BAD_ARGUMENTS
 
 
+def test_a_scenario_file_may_start_with_a_byte_order_mark(tmp_path):
+    text = '{"player": {"row": 2, "col": 4}}'
+    (tmp_path / "plain.json").write_text(text, encoding="utf-8")
+    (tmp_path / "marked.json").write_text(text, encoding="utf-8-sig")  # as Windows Notepad saves
+    assert (tmp_path / "marked.json").read_bytes().startswith(b"\xef\xbb\xbf")
+    assert_states_equal(cli.load_scenario(str(tmp_path / "marked.json")),
+                        cli.load_scenario(str(tmp_path / "plain.json")))
+
+
 @pytest.mark.parametrize("text", ['{"player": {"row": 0, "col": 0, "a\\nb": 1}}',
                                   '{"player": {"row": 0, "col": 0}, "a\\nb": 1, "a\\nb": 2}'])
 def test_a_scenario_file_error_is_one_line_whatever_the_key(tmp_path, text):
