@@ -216,8 +216,8 @@ class _CheckpointUnpickler(pickle.Unpickler):
 
 
 def _unpickled(file) -> Any:
-    """The object pickled in `file`, or _Unreadable. Only NumPy's globals load
-    (`_CHECKPOINT_GLOBALS`): a pickle naming any other is refused before it runs anything.
+    """The object pickled in `file`, or _Unreadable. Only the globals of `_CHECKPOINT_GLOBALS`
+    load: a pickle naming any other is refused before it runs anything.
     pickle raises many types on truncated or foreign files; the error is dropped here, with the
     hook that prints what the interpreter reports meanwhile: freeing a bytearray that a corrupt
     BYTEARRAY8 opcode sized past memory prints a SystemError line (CPython 3.11-3.13), which
