@@ -84,7 +84,7 @@ def _json_kind(value) -> str:
     if value is None:
         return "null"
     if isinstance(value, (bool, np.bool_)):
-        return f"boolean {shown(value)}"
+        return "true" if value else "false"
     if isinstance(value, numbers.Number):
         return f"number {shown(value)}"
     if isinstance(value, str):
@@ -117,7 +117,7 @@ _INT32 = np.iinfo(np.int32)
 def _int(value, path: str) -> int:
     # JSON has one number type: accept integral floats (3.0) but not 3.5, strings or booleans.
     if isinstance(value, (bool, np.bool_)):
-        _fail(path, f"expected an integer, got boolean {shown(value)}")
+        _fail(path, f"expected an integer, got {_json_kind(value)}")
     if isinstance(value, numbers.Integral):
         number = int(value)
     elif isinstance(value, numbers.Real) and float(value).is_integer():

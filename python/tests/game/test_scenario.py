@@ -370,6 +370,7 @@ def test_key_argument_is_accepted():
     ({"player": None}, "player: expected an object, got null"),
     ({"player": PLAYER, "enemies": {"type": "virus"}}, "enemies: expected a list, got an object"),
     ([PLAYER], "scenario: expected an object, got a list"),
+    ({"player": {"row": True, "col": 0}}, "player.row: expected an integer, got true"),
 ])
 def test_bad_input_raises_value_error_naming_the_field(d, message):
     with pytest.raises(ValueError) as error:
