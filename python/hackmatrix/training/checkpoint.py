@@ -149,7 +149,7 @@ def save_checkpoint(run_dir: Path, state: dict) -> Path:
         raise ValueError(f"checkpoint state lacks {missing}")
     update = int(state["update"])
     path = atomic_write(checkpoint_path(run_dir, update),
-                        lambda f: pickle.dump(state, f, protocol=pickle.HIGHEST_PROTOCOL))
+                        lambda f: _CheckpointPickler(f, protocol=pickle.HIGHEST_PROTOCOL).dump(state))
     save_params(params_path(run_dir, update), state["params"])
     return path
 
@@ -193,12 +193,16 @@ class _Unreadable(NamedTuple):
 
 
 # The only globals a checkpoint's pickle refers to: NumPy's arrays, scalars and dtypes (the
-# trainer stores every leaf as NumPy, in plain dicts, lists and tuples), and the builtins that
-# pickle protocols 0-3 name for sets and bytes. A pickle runs whatever its globals name while it
-# loads, so any other name marks a crafted or foreign file.
+# trainer stores every leaf as NumPy, in plain dicts, lists and tuples), and what older pickle
+# protocols name for sets and bytes (builtins, and `_codecs.encode` for bytes below protocol 3).
+# A pickle runs whatever its globals name while it loads, so any other name marks a crafted or
+# foreign file. `_CheckpointPickler` keeps the trainer's own checkpoints within these.
 _CHECKPOINT_GLOBALS = frozenset({
-    ("numpy", "dtype"), ("numpy", "ndarray"), ("numpy._core.numeric", "_frombuffer"),
-    ("numpy._core.multiarray", "_reconstruct"), ("numpy._core.multiarray", "scalar"),
+    ("numpy", "dtype"), ("numpy", "ndarray"),
+    # NumPy 2's names, and NumPy 1's for the same functions (NumPy 2 reads those too).
+    *((f"{package}.{module}", name) for package in ("numpy._core", "numpy.core")
+      for module, name in (("numeric", "_frombuffer"), ("multiarray", "_reconstruct"),
+                           ("multiarray", "scalar"))),
     ("_codecs", "encode"),
     *((module, name) for module in ("builtins", "__builtin__")
       for name in ("set", "frozenset", "bytes", "bytearray"))})
@@ -206,6 +210,24 @@ _CHECKPOINT_GLOBALS = frozenset({
 
 class _ForeignGlobal(pickle.UnpicklingError):
     pass
+
+
+class _CheckpointPickler(pickle.Pickler):
+    """Refuses, before the file is replaced, any object that the reader would refuse: NumPy
+    arrays, scalars and dtypes, and Python's plain values and containers, pickle without other
+    globals (pickle asks `reducer_override` about every object but None, booleans and exact
+    ints, floats, bytes, str, dict, set, frozenset, list and tuple)."""
+
+    def reducer_override(self, obj):
+        if type(obj) is np.ndarray or isinstance(obj, (np.generic, np.dtype, bytearray)):
+            return NotImplemented  # pickled as usual
+        # The functions and classes those values pickle through, each saved by its name.
+        if (getattr(obj, "__module__", None), getattr(obj, "__qualname__", None)) in \
+                _CHECKPOINT_GLOBALS:
+            return NotImplemented
+        raise TypeError(f"a checkpoint cannot hold a {type(obj).__module__}."
+                        f"{type(obj).__qualname__}: its reader loads only NumPy values and plain "
+                        "containers (store it as those)")
 
 
 class _CheckpointUnpickler(pickle.Unpickler):
@@ -435,7 +457,7 @@ def _find_resume_checkpoint(resume, checkpoint_dir, run_name) -> Path:
         if target.is_dir():
             found = newest_checkpoint(target)
             if found is None:
-                raise CheckpointError(f"no checkpoint_*.pkl in {target}{_never_saved(target)}")
+                raise CheckpointError(f"no checkpoint_*.pkl in {target}{_never_saved_note(target)}")
             return found
         if not target.is_file():
             raise CheckpointError(f"checkpoint not found: {target}")
@@ -445,7 +467,7 @@ def _find_resume_checkpoint(resume, checkpoint_dir, run_name) -> Path:
         found = newest_checkpoint(checkpoint_dir / run_name)
         if found is None:
             raise CheckpointError(f"no checkpoint to resume for run '{run_name}' in {checkpoint_dir}"
-                                  f"{_never_saved(checkpoint_dir / run_name)}")
+                                  f"{_never_saved_note(checkpoint_dir / run_name)}")
         return found
     candidates = [newest_checkpoint(d) for d in checkpoint_dir.iterdir()] if checkpoint_dir.is_dir() else []
     candidates = [c for c in candidates if c is not None]
@@ -456,10 +478,12 @@ def _find_resume_checkpoint(resume, checkpoint_dir, run_name) -> Path:
     return max(candidates, key=lambda c: (c.stat().st_mtime_ns, c.parent.name))
 
 
-def _never_saved(run_dir: Path) -> str:
-    """What to add when a run directory without checkpoints holds a run's metrics: that run
-    stopped before its first save."""
-    if not (run_dir / "metrics.jsonl").is_file():
+def _never_saved_note(run_dir: Path) -> str:
+    """What to add when a run directory without checkpoints holds a run's metrics and no params
+    files: that run stopped before its first save."""
+    if not (run_dir / "metrics.jsonl").is_file() or any(
+            PARAMS_PATTERN.match(entry.name) or entry.name == FINAL_PARAMS_NAME
+            for entry in run_dir.iterdir()):
         return ""
     return (": the run there stopped before its first save; without --resume it starts over, "
             "setting its metrics aside")

@@ -138,6 +138,7 @@ def _network_config(config: TrainConfig, obs_dim: int, num_actions: int) -> dict
 
 def _checkpoint_state(runner, *, config, network, run_name, update, timesteps, wandb_run_id,
                       options, explicit_config, metrics_window, forked_from) -> dict:
+    import flax
     import jax
     host = jax.device_get(runner)
     return {
@@ -145,7 +146,8 @@ def _checkpoint_state(runner, *, config, network, run_name, update, timesteps, w
         "run_name": run_name,
         "config": config.to_dict(),
         "network": network,
-        "params": jax.tree.map(np.asarray, host.train.params),
+        # Plain dicts (flax can be set to return FrozenDicts): the reader loads no other class.
+        "params": jax.tree.map(np.asarray, flax.core.unfreeze(host.train.params)),
         "opt_state": [np.asarray(leaf) for leaf in jax.tree.leaves(host.train.opt_state)],
         "schedule_timesteps": np.asarray(host.train.schedule_timesteps),
         "rng": np.asarray(host.rng),

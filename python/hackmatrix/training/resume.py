@@ -81,6 +81,7 @@ def restore_runner(fresh, saved: dict, config: TrainConfig, keep_optimizer: bool
     """The RunnerState of a checkpoint, built on the structure of `fresh` (a runner, or
     `init_shapes`' ShapeDtypeStructs: leaves the checkpoint does not give stay shapes, for
     `init` to fill)."""
+    import flax
     import jax
     import jax.numpy as jnp
     saved_num_envs = int(saved["config"]["num_envs"])
@@ -96,7 +97,9 @@ def restore_runner(fresh, saved: dict, config: TrainConfig, keep_optimizer: bool
         raise ckpt.CheckpointError(
             f"architecture mismatch: checkpoint network {saved['network']} does not fit "
             f"hidden_dim={config.hidden_dim} num_layers={config.num_layers}") from None
-    if jax.tree.structure(saved["params"]) != jax.tree.structure(fresh.train.params):
+    # Saved as plain dicts; the runner's may be FrozenDicts (flax's FLAX_RETURN_FROZENDICT).
+    if jax.tree.structure(saved["params"]) != jax.tree.structure(
+            flax.core.unfreeze(fresh.train.params)):
         raise ckpt.CheckpointError(f"architecture mismatch: checkpoint network {saved['network']}")
     consequences = []
     if not batch_changes or keep_optimizer:

@@ -49,6 +49,12 @@ def test_end_to_end_run_writes_checkpoint_params_metrics_and_summary(tmp_path, c
     assert "batch_size=128 minibatch_size=32" in out and "auto_scaled=no" in out
     assert f"device=cpu cpu_compile={summary['cpu_compile']} " in out
     assert out.count("[train] update=") == 3
+    # Resumed through a relative path: the summary names the checkpoint absolutely.
+    assert cli.main(["--resume", "runs/e2e", "--total-timesteps", str(8 * 16 * (UPDATES + 2)),
+                     "--no-wandb"]) == 0
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert Path(summary["resumed_from"]).is_absolute()
+    assert Path(summary["resumed_from"]).resolve() == (run_dir / "checkpoint_6.pkl").resolve()
 
 
 @pytest.mark.parametrize("devices", [[], ["--num-devices", "2"]], ids=["one_device", "two_devices"])
@@ -369,3 +375,17 @@ def test_runner_and_chunk_signatures_ignore_weak_types():
     assert not strong["weak"].weak_type and strong["weak"].dtype == jnp.float32
     assert strong["strong"] is tree["strong"]
     assert strong["shape"] == jax.ShapeDtypeStruct((3,), jnp.float32)
+
+
+def test_params_flax_returns_as_frozen_dicts_are_saved_as_plain_dicts(tmp_path):
+    # The checkpoint reader loads no flax class (checkpoint._CHECKPOINT_GLOBALS).
+    import flax
+    flax.config.update("flax_return_frozendict", True)  # as FLAX_RETURN_FROZENDICT=true does
+    try:
+        assert train(tmp_path, "frozen") == 0
+        checkpoint = ckpt.newest_checkpoint(tmp_path / "frozen")
+        assert type(ckpt.read_checkpoint(checkpoint)["params"]) is dict
+        assert cli.main(["--resume", str(checkpoint), "--total-timesteps",
+                         str(8 * 16 * (UPDATES + 1)), "--no-wandb"]) == 0
+    finally:
+        flax.config.update("flax_return_frozendict", False)

@@ -179,6 +179,18 @@ def test_a_fresh_run_sets_aside_the_metrics_of_a_run_that_saved_no_checkpoint(tm
     assert (aside / "metrics.jsonl").read_text() == earlier
 
 
+def test_a_run_with_params_files_but_no_checkpoint_gets_no_advice_to_start_over(tmp_path,
+                                                                                 capsys):
+    # A fresh start would refuse that directory (its params files), so none is suggested.
+    run_dir = tmp_path / "kept"
+    run_dir.mkdir()
+    (run_dir / "metrics.jsonl").write_text('{"update": 2}\n')
+    (run_dir / "params_2.npz").write_bytes(b"")
+    assert resume(tmp_path, "--run-name", "kept") == cli.EXIT_BAD_CHECKPOINT
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line.endswith(f"no checkpoint to resume for run 'kept' in {tmp_path}")
+
+
 def test_a_fresh_run_never_writes_over_the_params_files_of_an_earlier_run(tmp_path, capsys):
     run_dir = tmp_path / "kept"
     run_dir.mkdir()
@@ -247,9 +259,11 @@ def test_a_final_save_cut_short_by_a_kill_is_finished_by_the_next_resume(run_cop
     assert (summary["status"], summary["update"]) == ("completed", 6)
     assert summary["final_metrics"]["update"] == 6
     paths = [Path(summary[key]) for key in ("run_dir", "final_params")]
+    paths += [Path(path) for path in summary["checkpoints"]]
     assert all(path.is_absolute() for path in paths)
-    assert [path.resolve() for path in paths] == [run_copy.resolve(),
-                                                  (run_copy / "final_params.npz").resolve()]
+    assert [path.resolve() for path in paths] == [
+        (run_copy / name).resolve()
+        for name in (".", "final_params.npz", "checkpoint_4.pkl", "checkpoint_6.pkl")]
     # Finished now: resumed again (with fewer checkpoints to keep, too, which is no sign of a
     # kill), nothing changes and nothing is said about it.
     before = {p.name: p.stat().st_mtime_ns for p in run_copy.iterdir() if p.is_file()}
