@@ -10,7 +10,7 @@ Commands:
   <number>           any action index 0-27 (programs are 5-27)
   save FILE.json     save the game as it is now as a scenario file (specs/game-rules.md §10;
                      the UNDO history is not saved) and go on playing; replay it with --scenario
-  help, ?            this list of commands
+  help, h, ?         this list of commands
   q, quit            leave (so do Ctrl-C, exit code 7, and the end of the input)
 
 Only actions in the shown list of valid actions are played; anything else is refused with a

@@ -172,7 +172,9 @@ def main(argv=None) -> int:
     parser.add_argument("--updates", type=positive_int, default=2,
                         help="updates per timed chunk (default 2; at most 10, the trainer's "
                              "largest chunk: a larger value times chunks of 10)")
-    parser.add_argument("--repeats", type=positive_int, default=3, help="timed chunks; the median is shown (default 3)")
+    parser.add_argument("--repeats", type=positive_int, default=4,
+                        help="timed rounds, every other one in reverse order (an even count "
+                             "gives both orders as many); medians are shown (default 4)")
     add_count_list(parser, "--num-devices", [1],
                    "counts of devices that share the envs, measured interleaved (on CPU, N makes "
                    "JAX show N CPU devices: hackmatrix/training/devices.py)")

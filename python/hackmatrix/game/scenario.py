@@ -79,12 +79,20 @@ def _fail(path: str, message: str):
     raise ValueError(f"{path}: {message}")
 
 
-def _json_kind(value) -> str:
-    """What a value is, in JSON's words (a scenario is written as JSON)."""
+def _json_shown(value) -> str:
+    """A value for a message, spelt as JSON spells null and the booleans (a scenario is
+    written as JSON); anything else as `shown` gives it."""
     if value is None:
         return "null"
     if isinstance(value, (bool, np.bool_)):
         return "true" if value else "false"
+    return shown(value)
+
+
+def _json_kind(value) -> str:
+    """What a value is, in JSON's words."""
+    if value is None or isinstance(value, (bool, np.bool_)):
+        return _json_shown(value)
     if isinstance(value, numbers.Number):
         return f"number {shown(value)}"
     if isinstance(value, str):
@@ -123,7 +131,7 @@ def _int(value, path: str) -> int:
     elif isinstance(value, numbers.Real) and float(value).is_integer():
         number = int(value)
     else:
-        _fail(path, f"expected an integer, got {shown(value)}")
+        _fail(path, f"expected an integer, got {_json_shown(value)}")
     # The state holds int32: a wider value would fail later with no field named.
     if not _INT32.min <= number <= _INT32.max:
         _fail(path, f"{shown(number)} does not fit in 32 bits ({_INT32.min} to {_INT32.max})")
@@ -133,7 +141,7 @@ def _int(value, path: str) -> int:
 def _bool(value, path: str) -> bool:
     if isinstance(value, (bool, np.bool_)):
         return bool(value)
-    _fail(path, f"expected true or false, got {shown(value)}")
+    _fail(path, f"expected true or false, got {_json_shown(value)}")
 
 
 def _get(entry: dict, name: str, path: str, parse, default=None, required=False):
@@ -162,7 +170,7 @@ def _enemy_type(value, path: str) -> int:
     # A.1: enemy types are case-insensitive.
     if isinstance(value, str) and value.lower() in C.ENEMY_TYPE_NAMES:
         return C.ENEMY_TYPE_NAMES.index(value.lower())
-    _fail(path, f"unknown enemy type {shown(value)}")
+    _fail(path, f"unknown enemy type {_json_shown(value)}")
 
 
 def _program(value, path: str) -> int:
@@ -173,7 +181,7 @@ def _program(value, path: str) -> int:
             _fail(path, f"unknown program {shown(value)}")
         return index
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
-        _fail(path, f"expected a program name or action index 5-27, got {shown(value)}")
+        _fail(path, f"expected a program name or action index 5-27, got {_json_shown(value)}")
     action = _int(value, path)
     if not C.FIRST_PROGRAM_ACTION <= action < C.NUM_ACTIONS:
         _fail(path, f"program action index must be 5-27, got {action}")

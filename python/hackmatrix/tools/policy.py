@@ -110,9 +110,11 @@ def _reject_folder_of_runs(folder: pathlib.Path) -> None:
 def _other_policy_note(source: pathlib.Path, chosen: pathlib.Path) -> str:
     """For a run directory whose newest policy file cannot be read: "; ..." naming the newest of
     its other ones (the params file of the same update, if any), else ""."""
-    if not source.is_dir():
+    try:
+        others = ([path for path in ckpt.policy_files(source) if path != chosen]
+                  if source.is_dir() else [])
+    except OSError:  # the directory went unreadable meanwhile: the error itself says enough
         return ""
-    others = [path for path in ckpt.policy_files(source) if path != chosen]
     return f"; the run's next newest policy file: {others[-1]}" if others else ""
 
 

@@ -371,6 +371,10 @@ def test_key_argument_is_accepted():
     ({"player": PLAYER, "enemies": {"type": "virus"}}, "enemies: expected a list, got an object"),
     ([PLAYER], "scenario: expected an object, got a list"),
     ({"player": {"row": True, "col": 0}}, "player.row: expected an integer, got true"),
+    ({"player": {"row": None, "col": 0}}, "player.row: expected an integer, got null"),
+    ({"player": PLAYER, "showActivated": None}, "showActivated: expected true or false, got null"),
+    ({"player": PLAYER, "enemies": [{"type": None, "row": 0, "col": 0, "hp": 1}]},
+     "enemies[0].type: unknown enemy type null"),
 ])
 def test_bad_input_raises_value_error_naming_the_field(d, message):
     with pytest.raises(ValueError) as error:
