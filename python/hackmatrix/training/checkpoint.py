@@ -480,10 +480,10 @@ def _find_resume_checkpoint(resume, checkpoint_dir, run_name) -> Path:
 
 def _never_saved_note(run_dir: Path) -> str:
     """What to add when a run directory without checkpoints holds a run's metrics and no params
-    files: that run stopped before its first save."""
+    files: that run stopped before its first save. (With params files a fresh start is refused:
+    `run_directory.check_fresh`, by the same `is_policy_file`.)"""
     if not (run_dir / "metrics.jsonl").is_file() or any(
-            PARAMS_PATTERN.match(entry.name) or entry.name == FINAL_PARAMS_NAME
-            for entry in run_dir.iterdir()):
+            is_policy_file(entry.name) for entry in run_dir.iterdir()):
         return ""
     return (": the run there stopped before its first save; without --resume it starts over, "
             "setting its metrics aside")
