@@ -166,13 +166,20 @@ def _checkpoint_state(runner, *, config, network, run_name, update, timesteps, w
     }
 
 
+class _DispatchedChunk(NamedTuple):
+    outputs: tuple       # (runner, metrics), still being computed when dispatched
+    num_active: int      # the updates it runs
+    start: float         # perf_counter at dispatch
+
+
 class _Signals:
     """SIGINT and SIGTERM, from set-up to exit (`handle` is the handler, installed by
     `interrupts.signals_raise`).
 
     During set-up (before the first update) a signal interrupts at once: nothing exists yet that
     a checkpoint would add to; a compile already running is waited out, with a line saying so
-    (`startup.build_runner_and_chunk`). Once training runs (`start_training`), the first signal
+    (`startup.build_runner_and_chunk`), and so is the first chunk, which runs during wandb's
+    start (JAX waits for it at exit). Once training runs (`start_training`), the first signal
     asks for a checkpoint at the next chunk boundary and an exit 7 (during the run's last chunk,
     the run finishes as usual, exit 0); a second one ends the process at once: with exit 7 if
     that checkpoint is already saved, else with exit 2 and without saving, the earlier
@@ -366,6 +373,25 @@ def _train(args, signals: _Signals, cleanup: contextlib.ExitStack) -> int:
     compile_seconds = time.perf_counter() - compile_start
     say(f"[compile] {compile_seconds:.1f}s (updates_per_chunk={config.updates_per_chunk})")
 
+    update, timesteps = start_update, start_timesteps
+    save_interval = options["save_interval"]
+
+    def dispatch_chunk() -> _DispatchedChunk:
+        """Starts the next chunk (JAX returns at once; XLA computes on its own threads): its
+        updates end at the next log line, checkpoint interval or the run's end."""
+        next_log = (update // config.log_interval + 1) * config.log_interval
+        boundaries = [num_updates, next_log, update + config.updates_per_chunk]
+        if save_interval:
+            boundaries.append((update // save_interval + 1) * save_interval)
+        num_active = min(boundaries) - update
+        start_time = time.perf_counter()
+        return _DispatchedChunk(run_chunk(runner, jnp.int32(num_active), schedule), num_active,
+                                start_time)
+
+    # wandb's start (~1 s of Python: its import, service and init) runs while the first chunk
+    # computes, instead of before it. An interrupt from here to the first update exits once
+    # that chunk ends (JAX waits for work in flight at exit; a chunk is seconds on CPU).
+    first_chunk = dispatch_chunk()
     continues_wandb_run = saved is not None and not start.forks_now
     wandb_run_id = (saved.get("wandb_run_id") if continues_wandb_run else None) or new_run_id()
     wandb_config = {**config.to_dict(), "run_name": run_name, "network": network,
@@ -380,7 +406,6 @@ def _train(args, signals: _Signals, cleanup: contextlib.ExitStack) -> int:
                      upload_artifacts=not options["no_artifact"],
                      online_requested=options["wandb_mode"] == "online", warn=say)
 
-    update, timesteps = start_update, start_timesteps
     saved_paths: list[Path] = []
     last_checkpoint, last_saved_update = resume_path, (start_update if saved else None)
 
@@ -445,7 +470,6 @@ def _train(args, signals: _Signals, cleanup: contextlib.ExitStack) -> int:
     last_record: dict = {}
     train_seconds = 0.0
     last_save_time = time.monotonic()
-    save_interval = options["save_interval"]
     save_every_seconds = None if save_interval else options["save_interval_minutes"] * 60
     exit_code = EXIT_OK
     # Only now, at the end of set-up (the compile and wandb's start done): a mistaken --resume
@@ -458,14 +482,10 @@ def _train(args, signals: _Signals, cleanup: contextlib.ExitStack) -> int:
     signals.start_training(console.print)
     try:
         while update < num_updates and signals.signal_name is None:
-            next_log = (update // config.log_interval + 1) * config.log_interval
-            boundaries = [num_updates, next_log, update + config.updates_per_chunk]
-            if save_interval:
-                boundaries.append((update // save_interval + 1) * save_interval)
-            num_active = min(boundaries) - update
-
-            chunk_start = time.perf_counter()
-            new_runner, chunk_metrics = run_chunk(runner, jnp.int32(num_active), schedule)
+            chunk = first_chunk or dispatch_chunk()
+            first_chunk = None
+            new_runner, chunk_metrics = chunk.outputs
+            num_active, chunk_start = chunk.num_active, chunk.start
             chunk_metrics = jax.device_get(chunk_metrics)
             elapsed = time.perf_counter() - chunk_start
             if not M.losses_are_finite(chunk_metrics, num_active):

@@ -364,6 +364,32 @@ def test_an_interrupt_during_set_up_says_why_it_waits_for_the_compile(
     assert captured.err.startswith("[exit] interrupted by SIGINT during set-up")
 
 
+def test_wandb_starts_while_the_first_chunk_runs_and_an_interrupt_then_exits_7(
+        tmp_path, capsys, monkeypatch):
+    events = []
+    real_build = startup.build_runner_and_chunk
+
+    def build(*args):
+        runner, run_chunk = real_build(*args)
+
+        def recorded_chunk(*chunk_args):
+            events.append("chunk dispatched")
+            return run_chunk(*chunk_args)
+        return runner, recorded_chunk
+
+    def interrupted_wandb_start(**kwargs):
+        events.append("wandb starts")
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(startup, "build_runner_and_chunk", build)
+    monkeypatch.setattr(cli, "WandbSink", interrupted_wandb_start)
+    assert train(tmp_path, "early") == cli.EXIT_INTERRUPTED
+    assert events == ["chunk dispatched", "wandb starts"]
+    assert capsys.readouterr().err.startswith("[exit] interrupted by SIGINT during set-up")
+    # Set-up ended before the run directory's: no metrics, summary or checkpoint.
+    assert sorted(p.name for p in (tmp_path / "early").iterdir()) == [".lock"]
+
+
 def test_runner_and_chunk_signatures_ignore_weak_types():
     import jax
     import jax.numpy as jnp
