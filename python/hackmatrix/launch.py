@@ -1,15 +1,20 @@
-"""Starting a command-line program. Importing its module imports JAX, which reads its
-environment variables (JAX_ENABLE_X64, JAX_NUM_CPU_DEVICES, ...) at import and raises on a bad
-value: that is bad input, so the program says so in one line and exits 2, without a traceback.
-A SIGINT or SIGTERM during that import (a second or two) waits for its end and exits 7: raised
-inside it, it could abort the interpreter or be lost (hackmatrix/interrupts.py)."""
+"""Starting and ending a command-line program.
+
+Importing its module imports JAX, which reads its environment variables (JAX_ENABLE_X64,
+JAX_NUM_CPU_DEVICES, ...) at import and raises on a bad value: that is bad input, so the program
+says so in one line and exits 2, without a traceback. A SIGINT or SIGTERM during that import (a
+second or two) waits for its end and exits 7: raised inside it, it could abort the interpreter or
+be lost (hackmatrix/interrupts.py). Its end (`exit_process`) ignores them: the exit code is
+decided by then."""
 
 from __future__ import annotations
 
 import importlib
+import os
+import signal
 import sys
 
-from hackmatrix import gc_pause, interrupts
+from hackmatrix import gc_pause, interrupts, stdout_reader
 from hackmatrix.exit_codes import EXIT_FAILURE, EXIT_INTERRUPTED
 from hackmatrix.messages import error_line
 
@@ -27,3 +32,19 @@ def load_main(module: str):
         sys.exit(EXIT_INTERRUPTED)
     gc_pause.freeze_imported()
     return main
+
+
+def exit_process(code: int):
+    """Ends a CLI's process with `code`. SIGINT and SIGTERM are ignored from here on: the outcome
+    is decided, and one arriving during the interpreter's teardown (JAX's clean-up takes a moment)
+    would print a traceback ("Exception ignored in atexit callback"). After an interrupt, without
+    the teardown: an interrupt can cut short an XLA compile on the Python side only (JAX's compile
+    call checks for signals while XLA works on in its threads), and tearing the interpreter down
+    under that compile crashes it (SIGSEGV, exit 139 instead of 7; seen with evaluate.py)."""
+    for signum in interrupts.SIGNALS:
+        signal.signal(signum, signal.SIG_IGN)
+    if code != EXIT_INTERRUPTED:
+        sys.exit(code)
+    for stream in (sys.stdout, sys.stderr):
+        stdout_reader.flush(stream)
+    os._exit(code)

@@ -8,8 +8,8 @@ imported only when chosen, so `env` and `kernels` load none of the PPO trainer (
 import argparse
 import sys
 
-from hackmatrix.launch import load_main
-from hackmatrix.tools.cli import ArgumentParser, exit_process, run_main
+from hackmatrix.launch import exit_process, load_main
+from hackmatrix.tools.cli import ArgumentParser, run_main
 
 COMMANDS = {
     "env": ("hackmatrix.bench.env", "env-steps/s of vmapped random-valid-action rollouts"),

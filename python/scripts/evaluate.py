@@ -14,6 +14,7 @@ numbers.
 """
 
 from hackmatrix import stdout_reader
+from hackmatrix.launch import exit_process
 from hackmatrix.tools import cli
 from hackmatrix.training.config import MAX_COUNT
 
@@ -99,7 +100,7 @@ def main(argv=None) -> int:
                   f"({', '.join(baseline_names)})")
 
         # Before the imports: a module may compute a constant with JAX, i.e. compile.
-        cli.enable_compilation_cache(parser.prog)
+        cli.start_jax(parser.prog)
         import json
         import pathlib
 
@@ -146,4 +147,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    cli.exit_process(main())
+    exit_process(main())

@@ -25,6 +25,7 @@ import re
 import shlex
 import sys
 
+from hackmatrix.launch import exit_process
 from hackmatrix.messages import shown
 from hackmatrix.tools import cli
 
@@ -283,7 +284,7 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
 
     def body():
-        cli.enable_compilation_cache(parser.prog)
+        cli.start_jax(parser.prog)
         import jax
 
         key = jax.random.PRNGKey(args.seed)
@@ -300,4 +301,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    cli.exit_process(main())
+    exit_process(main())

@@ -8,6 +8,7 @@ fractions (move, siphon, program); Reward components (mean per step), the 15 com
 symlog scale. A panel whose keys the run did not log reads "not logged".
 """
 
+from hackmatrix.launch import exit_process
 from hackmatrix.tools import cli
 
 
@@ -48,4 +49,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    cli.exit_process(main())
+    exit_process(main())

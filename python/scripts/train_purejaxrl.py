@@ -1,8 +1,6 @@
 """Train an action-masked PPO agent on the pure-JAX HackMatrix env (see --help, specs/training.md)."""
 
-import sys
-
-from hackmatrix.launch import load_main
+from hackmatrix.launch import exit_process, load_main
 
 if __name__ == "__main__":
-    sys.exit(load_main("hackmatrix.training.cli")())
+    exit_process(load_main("hackmatrix.training.cli")())

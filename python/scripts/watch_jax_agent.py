@@ -17,6 +17,7 @@ SIGTERM) writes the GIF of the frames so far, then exits 7.
 
 import sys
 
+from hackmatrix.launch import exit_process
 from hackmatrix.tools import cli
 
 
@@ -65,7 +66,7 @@ def main(argv=None) -> int:
         if args.gif is not None:
             cli.check_output_file(args.gif, "--gif", inputs=(args.checkpoint, args.scenario))
 
-        cli.enable_compilation_cache(parser.prog)
+        cli.start_jax(parser.prog)
         from hackmatrix.tools import policy, viewer
 
         start_state = cli.load_scenario(args.scenario) if args.scenario is not None else None
@@ -87,4 +88,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    cli.exit_process(main())
+    exit_process(main())

@@ -16,7 +16,7 @@ import time
 import jax
 import jax.numpy as jnp
 
-from hackmatrix import gc_pause, xla_options
+from hackmatrix import gc_pause, jax_backend, xla_options
 from hackmatrix.bench.arguments import add_count_list, positive_int
 from hackmatrix.game import constants as C
 from hackmatrix.game.env import HackMatrixEnv
@@ -107,7 +107,7 @@ def main(argv=None):
     if not args.use_cache:
         jax.config.update("jax_enable_compilation_cache", False)
 
-    backend = jax.default_backend()
+    backend = jax_backend.start()
     print(f"backend: {backend}{xla_options.cpu_compile_label(backend)}  devices: {jax.devices()}  "
           f"actions: {C.NUM_ACTIONS}  stepping: "
           f"{'jax.vmap(env.step)' if args.plain_vmap else 'env.batch_step'}")

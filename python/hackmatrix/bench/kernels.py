@@ -22,7 +22,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from hackmatrix import xla_options
+from hackmatrix import jax_backend, xla_options
 from hackmatrix.bench.arguments import positive_int
 from hackmatrix.tools.cli import ArgumentParser
 
@@ -156,6 +156,7 @@ def main(argv=None) -> int:
                              "'vmap(transition.before_generation)/enemy_turn.run_until_placement'")
     parser.add_argument("--top", type=positive_int, default=30, help="rows shown (default 30)")
     args = parser.parse_args(argv)
+    jax_backend.start()
     rows = by_scope(batch_step_hlo(args.num_envs), args.depth, args.prefix)
     total_kernels = sum(row.kernels for row in rows)
     total_operations = sum(row.operations for row in rows)

@@ -24,7 +24,7 @@ from typing import Iterable, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from hackmatrix import xla_options
+from hackmatrix import jax_backend, xla_options
 from hackmatrix.bench.arguments import add_update_shape, positive_int
 from hackmatrix.bench.kernels import (in_game_scope, instruction_counts, scope_parts,
                                       scoped_game_functions)
@@ -115,6 +115,7 @@ def main(argv=None) -> int:
     parser.add_argument("--game-only", action="store_true",
                         help="only kernels inside a game function's scope")
     args = parser.parse_args(argv)
+    jax_backend.start()
     from hackmatrix.bench.train import benchmark_config
     from hackmatrix.training.config import ConfigError
     try:  # one-update chunks

@@ -20,7 +20,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from hackmatrix import gc_pause, xla_options
+from hackmatrix import gc_pause, jax_backend, xla_options
 from hackmatrix.bench.arguments import add_count_list, add_update_shape, positive_int
 from hackmatrix.tools.cli import ArgumentParser
 from hackmatrix.training import devices, distribution
@@ -197,7 +197,7 @@ def main(argv=None) -> int:
             configs.setdefault(num_envs, []).append(config)
     if not args.use_cache:
         jax.config.update("jax_enable_compilation_cache", False)
-    backend = jax.default_backend()
+    backend = jax_backend.start()
     if (error := devices.missing_devices_error(max(args.num_devices))) is not None:
         parser.error(error)
 

@@ -15,7 +15,7 @@ import pathlib
 import sys
 import tempfile
 
-from hackmatrix import compilation_cache, interrupts, stdout_reader
+from hackmatrix import compilation_cache, interrupts, jax_backend, stdout_reader
 # The tools read the exit codes as cli.EXIT_...
 from hackmatrix.exit_codes import (  # noqa: F401
     EXIT_BAD_ARGUMENTS, EXIT_BAD_CHECKPOINT, EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK)
@@ -150,12 +150,14 @@ def _checked_output_file(path: str, flag: str, inputs) -> pathlib.Path:
     return output
 
 
-def enable_compilation_cache(prog: str) -> None:
+def start_jax(prog: str) -> None:
     """The persistent compilation cache (`hackmatrix/compilation_cache.py`), so that a tool's
-    next start loads the game step instead of compiling it; a directory it cannot use is a
-    warning on stderr."""
+    next start loads the game step instead of compiling it (a directory it cannot use is a
+    warning on stderr), then JAX's backends (`jax_backend.start`: one that cannot start is an
+    error that says why)."""
     compilation_cache.enable(lambda message: print(f"{prog}: warning: {message}",
                                                    file=sys.stderr))
+    jax_backend.start()
 
 
 def run_main(prog: str, body) -> int:
@@ -183,18 +185,6 @@ def run_main(prog: str, body) -> int:
         print(f"{prog}: error: {error_line(error)}", file=sys.stderr)
         return EXIT_FAILURE
     return EXIT_OK
-
-
-def exit_process(code: int):
-    """Ends a CLI's process with `code`. After an interrupt, without the interpreter's teardown:
-    an interrupt can cut short an XLA compile on the Python side only (JAX's compile call checks
-    for signals while XLA works on in its threads), and tearing the interpreter down under that
-    compile crashes it (SIGSEGV, exit 139 instead of 7; seen with evaluate.py)."""
-    if code != EXIT_INTERRUPTED:
-        sys.exit(code)
-    for stream in (sys.stdout, sys.stderr):
-        stdout_reader.flush(stream)
-    os._exit(code)
 
 
 class _DuplicateKey(ValueError):

@@ -422,6 +422,21 @@ class RunLock:
         self.file.flush()
         return True
 
+    def held_elsewhere(self) -> bool:
+        """Whether another process holds the lock now (a probe that takes and drops it when it is
+        free; it writes nothing)."""
+        try:
+            import fcntl
+            probe = open(self.path)
+        except (ImportError, OSError):  # no lock file (no trainer ever ran here), or unreadable
+            return False
+        with probe:
+            try:
+                fcntl.flock(probe.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                return True
+        return False
+
     def holder(self) -> str:
         """The pid written by the process that holds the lock, or "?"."""
         try:
@@ -479,9 +494,14 @@ def _find_resume_checkpoint(resume, checkpoint_dir, run_name) -> Path:
 
 
 def _never_saved_note(run_dir: Path) -> str:
-    """What to add when a run directory without checkpoints holds a run's metrics and no params
-    files: that run stopped before its first save. (With params files a fresh start is refused:
+    """What to add when a run directory has no checkpoints: that a trainer is writing it and has
+    not saved yet; or, when it holds a run's metrics and no params files, that the run stopped
+    before its first save. (With params files a fresh start is refused:
     `run_directory.check_fresh`, by the same `is_policy_file`.)"""
+    lock = RunLock(run_dir)
+    if lock.held_elsewhere():
+        return (f": another trainer (pid {lock.holder()}) is writing this run and has not saved "
+                "a checkpoint yet; resume once it has saved one or ended")
     if not (run_dir / "metrics.jsonl").is_file() or any(
             is_policy_file(entry.name) for entry in run_dir.iterdir()):
         return ""

@@ -17,15 +17,16 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 import traceback
 from datetime import datetime
 from pathlib import Path
-from typing import NamedTuple
+from typing import Callable, NamedTuple
 
 import numpy as np
 
-from hackmatrix import compilation_cache, interrupts, stdout_reader, xla_options
+from hackmatrix import compilation_cache, interrupts, jax_backend, stdout_reader, xla_options
 from hackmatrix.exit_codes import (
     EXIT_BAD_ARGUMENTS, EXIT_BAD_CHECKPOINT, EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK)
 from hackmatrix.messages import error_line, one_line
@@ -170,6 +171,46 @@ class _DispatchedChunk(NamedTuple):
     outputs: tuple       # (runner, metrics), still being computed when dispatched
     num_active: int      # the updates it runs
     start: float         # perf_counter at dispatch
+    ready_at: Callable[[], float]  # perf_counter when its outputs were ready (waits for them)
+
+
+def _watch_readiness(outputs) -> tuple[Callable[[], float], threading.Thread]:
+    """(ready_at, watcher): a thread waits for `outputs`, so that the time they became ready is
+    known even while the main thread is busy with something else (wandb's start), which is then
+    not counted as training time. A computation's error is left to the main thread, which meets
+    it when it reads the outputs."""
+    import jax
+    ready = []
+
+    def wait():
+        try:
+            jax.block_until_ready(outputs)
+        except Exception:  # noqa: BLE001  (raised again where the outputs are read)
+            pass
+        ready.append(time.perf_counter())
+
+    watcher = threading.Thread(target=wait, name="first-chunk")
+    watcher.start()
+
+    def ready_at() -> float:
+        watcher.join()
+        return ready[0]
+    return ready_at, watcher
+
+
+def _wait_for_the_update_in_flight(watcher: threading.Thread, say) -> None:
+    """At the end of a session cut short during set-up with the first chunk dispatched: waits for
+    it, however often SIGINT comes, since the interpreter would wait for it at exit anyway (an
+    XLA computation cannot be cut short), with a line saying so."""
+    if not watcher.is_alive():
+        return
+    say("[exit] the first update is running (an XLA computation cannot be cut short): exiting "
+        "when it ends")
+    while watcher.is_alive():
+        try:
+            watcher.join()
+        except KeyboardInterrupt:
+            continue
 
 
 class _Signals:
@@ -179,21 +220,24 @@ class _Signals:
     During set-up (before the first update) a signal interrupts at once: nothing exists yet that
     a checkpoint would add to; a compile already running is waited out, with a line saying so
     (`startup.build_runner_and_chunk`), and so is the first chunk, which runs during wandb's
-    start (JAX waits for it at exit). Once training runs (`start_training`), the first signal
-    asks for a checkpoint at the next chunk boundary and an exit 7 (during the run's last chunk,
-    the run finishes as usual, exit 0); a second one ends the process at once: with exit 7 if
-    that checkpoint is already saved, else with exit 2 and without saving, the earlier
-    checkpoints being intact (every file is replaced atomically)."""
+    start (`_wait_for_the_update_in_flight`). Once training runs (`start_training`), the first
+    signal asks for a checkpoint at the next chunk boundary and an exit 7 (during the run's last
+    chunk, the run finishes as usual, exit 0); a second one ends the process at once: with exit
+    7 if that checkpoint is already saved, else with exit 2 and without saving, the earlier
+    checkpoints being intact (every file is replaced atomically), after `write_failed_summary`
+    records that end in summary.json."""
 
     def __init__(self):
         self.signal_name = None
         self.say = None
         self.checkpoint_saved = False
+        self.write_failed_summary = None  # error message -> None
 
-    def start_training(self, say) -> None:
+    def start_training(self, say, write_failed_summary) -> None:
         if self.signal_name is not None:  # a set-up signal whose exception a callback swallowed
             raise interrupts.Interrupted(self.signal_name)
         self.say = say
+        self.write_failed_summary = write_failed_summary
 
     def handle(self, signum, frame):
         name = signal.Signals(signum).name
@@ -210,6 +254,10 @@ class _Signals:
         else:
             message, code = ("exiting now without saving; the checkpoints saved before are "
                              "intact", EXIT_FAILURE)
+            try:  # else it would say "running", as after a SIGKILL
+                self.write_failed_summary(f"{name} again: {message}")
+            except Exception:  # noqa: BLE001  (the exit must happen; the message says why)
+                pass
         print(f"[signal] {name} again: {message}", file=sys.stderr, flush=True)
         sys.stdout.flush()
         os._exit(code)
@@ -279,13 +327,7 @@ def _train(args, signals: _Signals, cleanup: contextlib.ExitStack) -> int:
     # Before JAX starts its backends, which fixes how many devices the CPU shows.
     devices.request_cpu_devices(args.num_devices or int(
         (saved or {}).get("config", {}).get("num_devices", 1)))
-    try:
-        backend = jax.default_backend()
-    except Exception as error:  # e.g. JAX_PLATFORMS names a backend whose plugin is missing
-        raise RuntimeError(f"JAX could not start a backend (JAX_PLATFORMS="
-                           f"{os.environ.get('JAX_PLATFORMS', '')!r}): "
-                           f"{error_line(error)}; is the "
-                           "matching jax extra installed (README: GPU or TPU)?") from error
+    backend = jax_backend.start()
     if jax.process_count() > 1:
         raise ConfigError(f"JAX runs {jax.process_count()} processes (several hosts): training "
                           "over several hosts is not supported yet; train on one host")
@@ -376,22 +418,27 @@ def _train(args, signals: _Signals, cleanup: contextlib.ExitStack) -> int:
     update, timesteps = start_update, start_timesteps
     save_interval = options["save_interval"]
 
-    def dispatch_chunk() -> _DispatchedChunk:
+    def dispatch_chunk(watched: bool = False) -> _DispatchedChunk:
         """Starts the next chunk (JAX returns at once; XLA computes on its own threads): its
-        updates end at the next log line, checkpoint interval or the run's end."""
+        updates end at the next log line, checkpoint interval or the run's end. `watched`: its
+        end is timed by a watcher thread (`_watch_readiness`), not when the loop reads it."""
         next_log = (update // config.log_interval + 1) * config.log_interval
         boundaries = [num_updates, next_log, update + config.updates_per_chunk]
         if save_interval:
             boundaries.append((update // save_interval + 1) * save_interval)
         num_active = min(boundaries) - update
         start_time = time.perf_counter()
-        return _DispatchedChunk(run_chunk(runner, jnp.int32(num_active), schedule), num_active,
-                                start_time)
+        outputs = run_chunk(runner, jnp.int32(num_active), schedule)
+        ready_at = time.perf_counter
+        if watched:
+            ready_at, watcher = _watch_readiness(outputs)
+            cleanup.callback(_wait_for_the_update_in_flight, watcher, say)
+        return _DispatchedChunk(outputs, num_active, start_time, ready_at)
 
     # wandb's start (~1 s of Python: its import, service and init) runs while the first chunk
-    # computes, instead of before it. An interrupt from here to the first update exits once
-    # that chunk ends (JAX waits for work in flight at exit; a chunk is seconds on CPU).
-    first_chunk = dispatch_chunk()
+    # computes, instead of before it. A session that ends before the first update (a signal
+    # during wandb's start) waits for that chunk, a few seconds at the CPU defaults.
+    first_chunk = dispatch_chunk(watched=True)
     continues_wandb_run = saved is not None and not start.forks_now
     wandb_run_id = (saved.get("wandb_run_id") if continues_wandb_run else None) or new_run_id()
     wandb_config = {**config.to_dict(), "run_name": run_name, "network": network,
@@ -399,7 +446,7 @@ def _train(args, signals: _Signals, cleanup: contextlib.ExitStack) -> int:
                     "minibatch_size": config.minibatch_size}
     if start.forked_from:
         wandb_config["forked_from"] = start.forked_from
-    sink = WandbSink(mode=resolve_mode(options["wandb"], options["wandb_mode"]),
+    sink = WandbSink(mode=resolve_mode(options["wandb"], options["wandb_mode"], say),
                      project=options["wandb_project"], entity=options["wandb_entity"],
                      run_name=run_name, run_id=wandb_run_id, config=wandb_config,
                      directory=run_dir, resuming=continues_wandb_run,
@@ -479,7 +526,8 @@ def _train(args, signals: _Signals, cleanup: contextlib.ExitStack) -> int:
     # Replaced when the session ends; a summary still "running" tells whoever reads it after a
     # SIGKILL that this session never finished (not that an earlier one completed).
     M.write_summary(run_dir, summary("running"))
-    signals.start_training(console.print)
+    signals.start_training(console.print, lambda error: M.write_summary(
+        run_dir, {**summary("failed"), "error": error}))
     try:
         while update < num_updates and signals.signal_name is None:
             chunk = first_chunk or dispatch_chunk()
@@ -487,7 +535,7 @@ def _train(args, signals: _Signals, cleanup: contextlib.ExitStack) -> int:
             new_runner, chunk_metrics = chunk.outputs
             num_active, chunk_start = chunk.num_active, chunk.start
             chunk_metrics = jax.device_get(chunk_metrics)
-            elapsed = time.perf_counter() - chunk_start
+            elapsed = chunk.ready_at() - chunk_start
             if not M.losses_are_finite(chunk_metrics, num_active):
                 raise NonFiniteLoss(f"non-finite loss within updates {update + 1}-"
                                     f"{update + num_active}")

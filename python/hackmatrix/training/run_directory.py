@@ -109,8 +109,9 @@ def finish_a_cut_short_final_save(run_dir: Path, run_name: str, saved: dict,
     finally:
         lock.release()
     say(f"[done] run {run_name}: its final save at update {update} was cut short (killed during "
-        f"it); finished it from {resume_path.name} (params, final_params.npz, rotation, "
-        "summary): the run is complete (raise --total-timesteps to continue it)")
+        f"it, or the directory holds its final checkpoint alone, e.g. copied); finished it from "
+        f"{resume_path.name} (params, final_params.npz, rotation, summary): the run is complete "
+        "(raise --total-timesteps to continue it)")
     return True
 
 

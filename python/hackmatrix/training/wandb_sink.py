@@ -1,9 +1,12 @@
 """Weights & Biases logging that never needs the network and never stops training.
 
 wandb is imported lazily. Mode: --wandb-mode if given, else WANDB_MODE from the environment, else
-online when credentials exist (WANDB_API_KEY or an api.wandb.ai entry in ~/.netrc) and the server
-answers within two seconds, else offline (sync later with `wandb sync`). "online" is passed to
-wandb only when the user asked for it: an implicit online run lets wandb read WANDB_MODE itself.
+online when credentials exist (WANDB_API_KEY or the server's entry in ~/.netrc) and the server
+(WANDB_BASE_URL's, else api.wandb.ai) answers within two seconds, else offline (sync later with
+`wandb sync`). Online asked for by name goes offline too, with a warning, without credentials or
+a server that answers: wandb would otherwise block for a minute and then give up. "online" is
+passed to wandb only when the user asked for it: an implicit online run lets wandb read
+WANDB_MODE itself.
 A wandb failure prints one warning and disables the sink (a failed checkpoint upload only warns:
 logging goes on); training continues.
 """
@@ -15,10 +18,25 @@ import os
 import secrets
 import socket
 import string
+import urllib.parse
 from pathlib import Path
 
 MODES = ("online", "offline", "disabled")
 WANDB_HOST = "api.wandb.ai"
+
+
+def server_address() -> tuple[str, int]:
+    """(host, port) of the wandb server: WANDB_BASE_URL's (a self-hosted server), else
+    api.wandb.ai's."""
+    url = os.environ.get("WANDB_BASE_URL", "").strip()
+    if url:
+        try:
+            parts = urllib.parse.urlsplit(url if "://" in url else f"https://{url}")
+            if parts.hostname:
+                return parts.hostname, parts.port or (80 if parts.scheme == "http" else 443)
+        except ValueError:  # e.g. a port that is not a number: wandb will say so
+            pass
+    return WANDB_HOST, 443
 
 
 def has_credentials() -> bool:
@@ -26,7 +44,7 @@ def has_credentials() -> bool:
         return True
     netrc_path = Path(os.environ.get("NETRC", Path.home() / ".netrc"))
     try:
-        return netrc.netrc(netrc_path).authenticators(WANDB_HOST) is not None
+        return netrc.netrc(netrc_path).authenticators(server_address()[0]) is not None
     except (OSError, netrc.NetrcParseError):
         return False
 
@@ -34,23 +52,32 @@ def has_credentials() -> bool:
 def server_reachable(timeout: float = 2.0) -> bool:
     """Whether the wandb server accepts a connection; with no network, wandb.init would block."""
     try:
-        socket.create_connection((WANDB_HOST, 443), timeout=timeout).close()
+        socket.create_connection(server_address(), timeout=timeout).close()
         return True
     except OSError:
         return False
 
 
-def resolve_mode(enabled: bool, explicit_mode: str | None) -> str:
+def resolve_mode(enabled: bool, explicit_mode: str | None, warn=print) -> str:
+    """The mode wandb runs in (module docstring); `warn` gets the line that says why an online
+    run asked for by name runs offline."""
     if not enabled:
         return "disabled"
-    if explicit_mode:
-        return explicit_mode
     env_mode = os.environ.get("WANDB_MODE", "").lower()
-    if env_mode in MODES:
-        return env_mode
-    if env_mode == "dryrun":
-        return "offline"
-    return "online" if has_credentials() and server_reachable() else "offline"
+    requested = explicit_mode or {"dryrun": "offline"}.get(env_mode, env_mode)
+    if requested in ("offline", "disabled"):
+        return requested
+    if requested != "online":
+        return "online" if has_credentials() and server_reachable() else "offline"
+    asked_by = "--wandb-mode online" if explicit_mode else "WANDB_MODE=online"
+    if not has_credentials():
+        reason = "no credentials (WANDB_API_KEY, or `wandb login`)"
+    elif not server_reachable():
+        reason = f"{server_address()[0]} did not answer within 2 s"
+    else:
+        return "online"
+    warn(f"[wandb] {asked_by} but {reason}: logging offline instead")
+    return "offline"
 
 
 def new_run_id() -> str:

@@ -188,12 +188,24 @@ def test_a_signal_exits_7_with_one_line(signum, capsys):
 
 
 
+@pytest.mark.parametrize("code", [0, 2])
+def test_a_signal_during_the_teardown_changes_neither_the_exit_code_nor_the_output(code):
+    # A second Ctrl-C a moment after the first used to land in JAX's atexit clean-up, with a
+    # traceback ("Exception ignored in atexit callback") on stderr.
+    program = ("import atexit, os, signal, time\nfrom hackmatrix.launch import exit_process\n"
+               "def teardown():\n    os.kill(os.getpid(), signal.SIGINT)\n"
+               "    os.kill(os.getpid(), signal.SIGTERM)\n    time.sleep(0.2)\n"
+               f"atexit.register(teardown)\nexit_process({code})")
+    finished = subprocess.run([sys.executable, "-c", program], capture_output=True, timeout=60)
+    assert (finished.returncode, finished.stderr) == (code, b"")
+
+
 def test_an_interrupted_tool_exits_7_at_once_with_its_output_flushed():
     # Without the interpreter's teardown, which crashed (exit 139) under an XLA compile that the
     # interrupt had cut short only on the Python side; here a thread stands for that compile.
-    program = ("import threading, time\nfrom hackmatrix.tools import cli\n"
+    program = ("import threading, time\nfrom hackmatrix.launch import exit_process\n"
                "threading.Thread(target=time.sleep, args=(60,)).start()\n"
-               "print('the rows so far')\ncli.exit_process(cli.EXIT_INTERRUPTED)")
+               "print('the rows so far')\nexit_process(7)")
     started = time.monotonic()
     finished = subprocess.run([sys.executable, "-c", program], capture_output=True, timeout=60)
     assert (finished.returncode, finished.stdout) == (cli.EXIT_INTERRUPTED, b"the rows so far\n")
@@ -207,15 +219,29 @@ def test_an_interrupted_tool_exits_7_at_once_with_its_output_flushed():
 ])
 def test_the_game_tools_turn_the_compilation_cache_on_before_reading_their_inputs(
         monkeypatch, capsys, script, argv):
-    # Stopped where the cache is turned on: a tool that read its (missing) input first would
-    # exit 6 instead.
+    # Stopped where JAX starts (the cache, then the backends): a tool that read its (missing)
+    # input first would exit 6 instead.
     calls = []
 
     def stop(prog):
         calls.append(prog)
-        raise cli.ToolError("stopped at the cache", cli.EXIT_FAILURE)
+        raise cli.ToolError("stopped where JAX starts", cli.EXIT_FAILURE)
 
-    monkeypatch.setattr(cli, "enable_compilation_cache", stop)
+    monkeypatch.setattr(cli, "start_jax", stop)
     assert load_script(script)(argv) == cli.EXIT_FAILURE
     assert calls == [script]
-    assert capsys.readouterr().err == f"{script}: error: stopped at the cache\n"
+    assert capsys.readouterr().err == f"{script}: error: stopped where JAX starts\n"
+
+
+@pytest.mark.parametrize("script", ["train_purejaxrl.py", "evaluate.py", "play.py"])
+def test_a_backend_that_cannot_start_is_a_one_line_error_that_says_why(script, tmp_path):
+    # JAX itself says only "AssertionError" for a JAX_PLATFORMS whose plugin is not installed.
+    scripts = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts")
+    result = subprocess.run([sys.executable, os.path.join(scripts, script)], cwd=tmp_path,
+                            env={**os.environ, "JAX_PLATFORMS": "cuda"}, stdin=subprocess.DEVNULL,
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == cli.EXIT_FAILURE, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert "JAX could not start a backend (JAX_PLATFORMS='cuda')" in lines[0]
+    assert "is the matching jax extra installed (README: GPU or TPU)?" in lines[0]

@@ -85,8 +85,8 @@ def test_a_checkpoint_saved_inside_a_log_window_keeps_its_episodes(tmp_path, mon
     # A signal before the resumed run's first update logs the saved episodes (no pace measured
     # yet: the ETA is "?"; it once divided by zero there) and exits 7.
     start_training = cli._Signals.start_training
-    def signalled_at_once(self, say):
-        start_training(self, say)
+    def signalled_at_once(self, say, write_failed_summary):
+        start_training(self, say, write_failed_summary)
         self.signal_name = "SIGTERM"
     monkeypatch.setattr(cli._Signals, "start_training", signalled_at_once)
     capsys.readouterr()
@@ -159,6 +159,22 @@ def test_non_finite_loss_keeps_the_last_good_checkpoint_and_records_the_failure(
     summary = json.loads((run_copy / "summary.json").read_text())
     assert summary["status"] == "failed" and "non-finite loss" in summary["error"]
     assert ckpt.load_checkpoint(run_copy / "checkpoint_6.pkl")["update"] == 6
+
+
+def test_resuming_a_run_that_a_trainer_writes_before_its_first_save_says_so(tmp_path, capsys):
+    run_dir = tmp_path / "busy"
+    writer = ckpt.RunLock(run_dir)
+    assert writer.acquire()  # the other trainer, still compiling or before its first save
+    try:
+        assert resume(tmp_path, "--run-name", "busy") == cli.EXIT_BAD_CHECKPOINT
+        (line,) = capsys.readouterr().err.strip().splitlines()
+        assert line.endswith(f"another trainer (pid {os.getpid()}) is writing this run and has "
+                             "not saved a checkpoint yet; resume once it has saved one or ended")
+    finally:
+        writer.release()
+    assert not ckpt.RunLock(run_dir).held_elsewhere()
+    assert resume(tmp_path, "--run-name", "busy") == cli.EXIT_BAD_CHECKPOINT
+    assert "another trainer" not in capsys.readouterr().err
 
 
 def test_a_fresh_run_sets_aside_the_metrics_of_a_run_that_saved_no_checkpoint(tmp_path, capsys):
@@ -454,24 +470,27 @@ def test_a_signal_during_set_up_interrupts_and_a_second_one_in_training_exits_at
     assert signals.signal_name == "SIGTERM"
     # Had a callback swallowed that exception, set-up would go on: training must not start.
     with pytest.raises(KeyboardInterrupt):
-        signals.start_training(print)
+        signals.start_training(print, print)
 
-    said, exits = [], []
+    said, exits, failed_summaries = [], [], []
     signals = cli._Signals()
-    signals.start_training(said.append)
+    signals.start_training(said.append, failed_summaries.append)
     monkeypatch.setattr(cli.os, "_exit", exits.append)
     signals.handle(cli.signal.SIGINT, None)
-    assert signals.signal_name == "SIGINT" and exits == []
+    assert signals.signal_name == "SIGINT" and exits == [] and failed_summaries == []
     assert said == ["[signal] SIGINT: saving a checkpoint after the current chunk, then exiting "
                     "(signal again to exit at once without saving)"]
     signals.handle(cli.signal.SIGINT, None)
     assert exits == [cli.EXIT_FAILURE]
     assert "SIGINT again: exiting now without saving" in capsys.readouterr().err
+    # summary.json says so, rather than "running" as after a SIGKILL.
+    assert failed_summaries == ["SIGINT again: exiting now without saving; the checkpoints "
+                                "saved before are intact"]
     # Once the interrupted run's checkpoint is saved, a second signal (say, while wandb
-    # finishes) exits at once, as interrupted: nothing is lost.
+    # finishes) exits at once, as interrupted: nothing is lost (the summary says interrupted).
     signals.checkpoint_saved = True
     signals.handle(cli.signal.SIGTERM, None)
-    assert exits == [cli.EXIT_FAILURE, cli.EXIT_INTERRUPTED]
+    assert exits == [cli.EXIT_FAILURE, cli.EXIT_INTERRUPTED] and len(failed_summaries) == 1
     assert "SIGTERM again: the checkpoint is saved; exiting now" in capsys.readouterr().err
 
 

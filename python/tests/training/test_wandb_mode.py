@@ -35,6 +35,50 @@ def test_explicit_mode_environment_and_disabled_need_no_probe(monkeypatch):
     assert wandb_sink.resolve_mode(True, None) == "offline"
 
 
+@pytest.mark.parametrize("explicit, credentials, reachable, expected, warning", [
+    ("online", True, True, "online", None),
+    ("online", True, False, "offline",
+     "[wandb] --wandb-mode online but api.wandb.ai did not answer within 2 s: logging offline "
+     "instead"),
+    ("online", False, None, "offline",
+     "[wandb] --wandb-mode online but no credentials (WANDB_API_KEY, or `wandb login`): logging "
+     "offline instead"),
+    (None, True, False, "offline",
+     "[wandb] WANDB_MODE=online but api.wandb.ai did not answer within 2 s: logging offline "
+     "instead"),
+])
+def test_online_by_name_without_credentials_or_server_runs_offline_and_says_why(
+        monkeypatch, explicit, credentials, reachable, expected, warning):
+    # wandb.init online with no network blocks for its whole init timeout, then gives up.
+    monkeypatch.setenv("WANDB_MODE", "online")
+    monkeypatch.delenv("WANDB_BASE_URL", raising=False)
+    monkeypatch.setattr(wandb_sink, "has_credentials", lambda: credentials)
+    monkeypatch.setattr(wandb_sink, "server_reachable",
+                        (lambda: reachable) if reachable is not None else _probe_must_not_run)
+    warnings = []
+    assert wandb_sink.resolve_mode(True, explicit, warnings.append) == expected
+    assert warnings == ([warning] if warning else [])
+
+
+@pytest.mark.parametrize("url, address", [
+    (None, ("api.wandb.ai", 443)), ("https://wandb.example.org", ("wandb.example.org", 443)),
+    ("http://10.0.0.5:8080/", ("10.0.0.5", 8080)),
+    ("wandb.lab.internal", ("wandb.lab.internal", 443)),
+    ("http://host:port", ("api.wandb.ai", 443)),  # unreadable: wandb reports it itself
+])
+def test_the_probed_server_is_wandb_base_urls(monkeypatch, tmp_path, url, address):
+    if url is None:
+        monkeypatch.delenv("WANDB_BASE_URL", raising=False)
+    else:
+        monkeypatch.setenv("WANDB_BASE_URL", url)
+    assert wandb_sink.server_address() == address
+    # Credentials are looked up in ~/.netrc under the same host.
+    monkeypatch.delenv("WANDB_API_KEY", raising=False)
+    (tmp_path / "netrc").write_text(f"machine {address[0]} login user password secret\n")
+    monkeypatch.setenv("NETRC", str(tmp_path / "netrc"))
+    assert wandb_sink.has_credentials()
+
+
 def test_a_failed_init_is_one_warning_line_and_training_goes_on(monkeypatch, tmp_path):
     import wandb
 
