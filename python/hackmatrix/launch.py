@@ -4,8 +4,8 @@ Importing its module imports JAX, which reads its environment variables (JAX_ENA
 JAX_NUM_CPU_DEVICES, ...) at import and raises on a bad value: that is bad input, so the program
 says so in one line and exits 2, without a traceback. A SIGINT or SIGTERM during that import (a
 second or two) waits for its end and exits 7: raised inside it, it could abort the interpreter or
-be lost (hackmatrix/interrupts.py). Its end (`exit_process`) ignores them: the exit code is
-decided by then."""
+be lost (hackmatrix/interrupts.py). At its end (`exit_process`) they end the process at once
+with the exit code already decided."""
 
 from __future__ import annotations
 
@@ -35,16 +35,22 @@ def load_main(module: str):
 
 
 def exit_process(code: int):
-    """Ends a CLI's process with `code`. SIGINT and SIGTERM are ignored from here on: the outcome
-    is decided, and one arriving during the interpreter's teardown (JAX's clean-up takes a moment)
-    would print a traceback ("Exception ignored in atexit callback"). After an interrupt, without
-    the teardown: an interrupt can cut short an XLA compile on the Python side only (JAX's compile
-    call checks for signals while XLA works on in its threads), and tearing the interpreter down
-    under that compile crashes it (SIGSEGV, exit 139 instead of 7; seen with evaluate.py)."""
+    """Ends a CLI's process with `code`. From here on SIGINT and SIGTERM end it at once with that
+    same code: the outcome is decided, and a signal during the interpreter's teardown (JAX's
+    clean-up takes a moment) would otherwise print a traceback ("Exception ignored in atexit
+    callback") or change the exit code. After an interrupt, without the teardown: an interrupt
+    can cut short an XLA compile on the Python side only (JAX's compile call checks for signals
+    while XLA works on in its threads), and tearing the interpreter down under that compile
+    crashes it (SIGSEGV, exit 139 instead of 7; seen with evaluate.py)."""
+    def end_now(signum=None, frame=None):
+        try:
+            for stream in (sys.stdout, sys.stderr):
+                stdout_reader.flush(stream)
+        finally:
+            os._exit(code)
+
     for signum in interrupts.SIGNALS:
-        signal.signal(signum, signal.SIG_IGN)
+        signal.signal(signum, end_now)
     if code != EXIT_INTERRUPTED:
         sys.exit(code)
-    for stream in (sys.stdout, sys.stderr):
-        stdout_reader.flush(stream)
-    os._exit(code)
+    end_now()

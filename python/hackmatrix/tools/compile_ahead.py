@@ -24,7 +24,7 @@ def compile_ahead(calls) -> None:
     `jax.ShapeDtypeStruct`s), in the order given (callers put the longest compile, the game
     step's, first): each is traced and lowered here, in order, and compiled in a worker thread
     as soon as it is lowered; returns once all are compiled. An exception here (an interrupt) is raised at once, without waiting for the
-    compiles still running: the tools then end the process (`cli.exit_process`)."""
+    compiles still running: the tools then end the process (`launch.exit_process`)."""
     pool = ThreadPoolExecutor(max_workers=len(calls), thread_name_prefix="compile")
     try:
         futures = []

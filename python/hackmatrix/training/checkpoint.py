@@ -423,8 +423,9 @@ class RunLock:
         return True
 
     def held_elsewhere(self) -> bool:
-        """Whether another process holds the lock now (a probe that takes and drops it when it is
-        free; it writes nothing)."""
+        """Whether another process holds the lock now: a probe that takes a shared lock and drops
+        it at once, writing nothing. Only "would block" counts: a file system whose locks fail
+        otherwise (some network mounts) proves nothing."""
         try:
             import fcntl
             probe = open(self.path)
@@ -432,9 +433,11 @@ class RunLock:
             return False
         with probe:
             try:
-                fcntl.flock(probe.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except OSError:
+                fcntl.flock(probe.fileno(), fcntl.LOCK_SH | fcntl.LOCK_NB)
+            except BlockingIOError:
                 return True
+            except OSError:
+                return False
         return False
 
     def holder(self) -> str:

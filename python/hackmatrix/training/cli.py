@@ -174,11 +174,13 @@ class _DispatchedChunk(NamedTuple):
     ready_at: Callable[[], float]  # perf_counter when its outputs were ready (waits for them)
 
 
-def _watch_readiness(outputs) -> tuple[Callable[[], float], threading.Thread]:
-    """(ready_at, watcher): a thread waits for `outputs`, so that the time they became ready is
-    known even while the main thread is busy with something else (wandb's start), which is then
-    not counted as training time. A computation's error is left to the main thread, which meets
-    it when it reads the outputs."""
+def _watch_readiness(outputs) -> Callable[[], float]:
+    """ready_at: a thread waits for `outputs`, so that the time they became ready is known even
+    while the main thread is busy with something else (wandb's start), which is then not counted
+    as training time. A computation's error is left to the main thread, which meets it when it
+    reads the outputs. Not a daemon thread: one blocked in XLA while the interpreter shuts down
+    could abort it; at a normal exit the interpreter joins it (the chunk ends first), and an
+    interrupted session ends with `os._exit` (`launch.exit_process`), which waits for nothing."""
     import jax
     ready = []
 
@@ -195,22 +197,7 @@ def _watch_readiness(outputs) -> tuple[Callable[[], float], threading.Thread]:
     def ready_at() -> float:
         watcher.join()
         return ready[0]
-    return ready_at, watcher
-
-
-def _wait_for_the_update_in_flight(watcher: threading.Thread, say) -> None:
-    """At the end of a session cut short during set-up with the first chunk dispatched: waits for
-    it, however often SIGINT comes, since the interpreter would wait for it at exit anyway (an
-    XLA computation cannot be cut short), with a line saying so."""
-    if not watcher.is_alive():
-        return
-    say("[exit] the first update is running (an XLA computation cannot be cut short): exiting "
-        "when it ends")
-    while watcher.is_alive():
-        try:
-            watcher.join()
-        except KeyboardInterrupt:
-            continue
+    return ready_at
 
 
 class _Signals:
@@ -219,19 +206,20 @@ class _Signals:
 
     During set-up (before the first update) a signal interrupts at once: nothing exists yet that
     a checkpoint would add to; a compile already running is waited out, with a line saying so
-    (`startup.build_runner_and_chunk`), and so is the first chunk, which runs during wandb's
-    start (`_wait_for_the_update_in_flight`). Once training runs (`start_training`), the first
-    signal asks for a checkpoint at the next chunk boundary and an exit 7 (during the run's last
-    chunk, the run finishes as usual, exit 0); a second one ends the process at once: with exit
-    7 if that checkpoint is already saved, else with exit 2 and without saving, the earlier
-    checkpoints being intact (every file is replaced atomically), after `write_failed_summary`
-    records that end in summary.json."""
+    (`startup.build_runner_and_chunk`). Once training runs (`start_training`), the first signal
+    asks for a checkpoint at the next chunk boundary and an exit 7 (during the run's last chunk,
+    the run finishes as usual, exit 0); a second one ends the process at once: with the exit code
+    already decided once the session's end is saved (`outcome_saved`: 7 after the interrupted
+    run's checkpoint, 0 once a completed run's final files are written, say while wandb
+    finishes), else with exit 2 and without saving, the earlier checkpoints being intact (every
+    file is replaced atomically), after `write_failed_summary` records that end in
+    summary.json."""
 
     def __init__(self):
         self.signal_name = None
         self.say = None
-        self.checkpoint_saved = False
         self.write_failed_summary = None  # error message -> None
+        self.saved_outcome = None  # (exit code, what is saved), once the session's end is saved
 
     def start_training(self, say, write_failed_summary) -> None:
         if self.signal_name is not None:  # a set-up signal whose exception a callback swallowed
@@ -239,28 +227,34 @@ class _Signals:
         self.say = say
         self.write_failed_summary = write_failed_summary
 
+    def outcome_saved(self, exit_code: int, saved: str) -> None:
+        """The session's end is saved (`saved` says what): a signal from now on exits at once
+        with `exit_code`."""
+        self.saved_outcome = (exit_code, saved)
+
     def handle(self, signum, frame):
         name = signal.Signals(signum).name
         if self.say is None:
             self.signal_name = name
             raise interrupts.Interrupted(name)
-        if self.signal_name is None:
+        if self.signal_name is None and self.saved_outcome is None:
             self.signal_name = name
             self.say(f"[signal] {name}: saving a checkpoint after the current chunk, then "
                      "exiting (signal again to exit at once without saving)")
             return
-        if self.checkpoint_saved:
-            message, code = "the checkpoint is saved; exiting now", EXIT_INTERRUPTED
-        else:
-            message, code = ("exiting now without saving; the checkpoints saved before are "
-                             "intact", EXIT_FAILURE)
-            try:  # else it would say "running", as after a SIGKILL
-                self.write_failed_summary(f"{name} again: {message}")
-            except Exception:  # noqa: BLE001  (the exit must happen; the message says why)
-                pass
-        print(f"[signal] {name} again: {message}", file=sys.stderr, flush=True)
-        sys.stdout.flush()
-        os._exit(code)
+        code = EXIT_FAILURE
+        try:  # whatever happens here (a print into a write it interrupted), the process ends
+            if self.saved_outcome is not None:
+                code, saved = self.saved_outcome
+                message = f"{saved}; exiting now"
+            else:
+                message = "exiting now without saving; the checkpoints saved before are intact"
+                self.write_failed_summary(f"{name} again: {message}")  # not "running"
+            again = "" if self.signal_name is None else " again"
+            print(f"[signal] {name}{again}: {message}", file=sys.stderr, flush=True)
+            sys.stdout.flush()
+        finally:
+            os._exit(code)
 
 
 # ----------------------------------------------------------------------------- main
@@ -429,15 +423,11 @@ def _train(args, signals: _Signals, cleanup: contextlib.ExitStack) -> int:
         num_active = min(boundaries) - update
         start_time = time.perf_counter()
         outputs = run_chunk(runner, jnp.int32(num_active), schedule)
-        ready_at = time.perf_counter
-        if watched:
-            ready_at, watcher = _watch_readiness(outputs)
-            cleanup.callback(_wait_for_the_update_in_flight, watcher, say)
+        ready_at = _watch_readiness(outputs) if watched else time.perf_counter
         return _DispatchedChunk(outputs, num_active, start_time, ready_at)
 
     # wandb's start (~1 s of Python: its import, service and init) runs while the first chunk
-    # computes, instead of before it. A session that ends before the first update (a signal
-    # during wandb's start) waits for that chunk, a few seconds at the CPU defaults.
+    # computes, instead of before it.
     first_chunk = dispatch_chunk(watched=True)
     continues_wandb_run = saved is not None and not start.forks_now
     wandb_run_id = (saved.get("wandb_run_id") if continues_wandb_run else None) or new_run_id()
@@ -452,6 +442,16 @@ def _train(args, signals: _Signals, cleanup: contextlib.ExitStack) -> int:
                      directory=run_dir, resuming=continues_wandb_run,
                      upload_artifacts=not options["no_artifact"],
                      online_requested=options["wandb_mode"] == "online", warn=say)
+
+    def finish_wandb(error_type, error, trace) -> bool:
+        """The training loop's `finally` finishes wandb's run (then this does nothing); this
+        covers a session that ends before the loop (a signal in the rest of set-up), whose exit
+        7 runs no atexit hook that would finish it."""
+        interrupted = error_type is not None and issubclass(error_type, KeyboardInterrupt)
+        sink.finish(exit_code=EXIT_INTERRUPTED if interrupted else EXIT_FAILURE)
+        return False  # an exception goes on
+
+    cleanup.push(finish_wandb)
 
     saved_paths: list[Path] = []
     last_checkpoint, last_saved_update = resume_path, (start_update if saved else None)
@@ -563,8 +563,8 @@ def _train(args, signals: _Signals, cleanup: contextlib.ExitStack) -> int:
             if window.updates:
                 log_window()  # the episodes of a part-finished log window
             save_checkpoint(signals.signal_name, session_end=True)
+            signals.outcome_saved(EXIT_INTERRUPTED, "the checkpoint is saved")
             M.write_summary(run_dir, summary("interrupted"))
-            signals.checkpoint_saved = True
             console.print(f"[exit] interrupted by {signals.signal_name}; resume with --resume "
                           f"{run_dir}")
             exit_code = EXIT_INTERRUPTED
@@ -576,6 +576,7 @@ def _train(args, signals: _Signals, cleanup: contextlib.ExitStack) -> int:
         ckpt.save_params(run_dir / ckpt.FINAL_PARAMS_NAME, jax.device_get(runner.train.params))
         final = summary("completed")
         M.write_summary(run_dir, final)
+        signals.outcome_saved(EXIT_OK, "the run is complete")
         console.print(f"[done] update={update} timesteps={timesteps} "
                       f"sps={final['sps'] or 0:.0f} compile={compile_seconds:.1f}s "
                       f"wall={M.format_duration(final['wall_time_seconds'])} "

@@ -2,11 +2,11 @@
 
 wandb is imported lazily. Mode: --wandb-mode if given, else WANDB_MODE from the environment, else
 online when credentials exist (WANDB_API_KEY or the server's entry in ~/.netrc) and the server
-(WANDB_BASE_URL's, else api.wandb.ai) answers within two seconds, else offline (sync later with
-`wandb sync`). Online asked for by name goes offline too, with a warning, without credentials or
-a server that answers: wandb would otherwise block for a minute and then give up. "online" is
-passed to wandb only when the user asked for it: an implicit online run lets wandb read
-WANDB_MODE itself.
+(WANDB_BASE_URL's, else api.wandb.ai), or the HTTPS proxy that wandb would use to reach it,
+answers within two seconds, else offline (sync later with `wandb sync`). Online asked for by
+name goes offline too, with a warning, without credentials or a server that answers: wandb would
+otherwise block for a minute and then give up. "online" is passed to wandb only when the user
+asked for it: an implicit online run lets wandb read WANDB_MODE itself.
 A wandb failure prints one warning and disables the sink (a failed checkpoint upload only warns:
 logging goes on); training continues.
 """
@@ -19,10 +19,12 @@ import secrets
 import socket
 import string
 import urllib.parse
+import urllib.request
 from pathlib import Path
 
 MODES = ("online", "offline", "disabled")
 WANDB_HOST = "api.wandb.ai"
+PROBE_TIMEOUT_SECONDS = 2.0
 
 
 def server_address() -> tuple[str, int]:
@@ -49,10 +51,26 @@ def has_credentials() -> bool:
         return False
 
 
-def server_reachable(timeout: float = 2.0) -> bool:
-    """Whether the wandb server accepts a connection; with no network, wandb.init would block."""
+def _first_hop() -> tuple[str, int]:
+    """Where wandb connects to reach its server: the HTTPS proxy that applies to it
+    (HTTPS_PROXY unless NO_PROXY exempts the server), else the server itself."""
+    host, port = server_address()
+    proxy = urllib.request.getproxies().get("https")
+    if proxy and not urllib.request.proxy_bypass(host):
+        try:
+            parts = urllib.parse.urlsplit(proxy if "://" in proxy else f"http://{proxy}")
+            if parts.hostname:
+                return parts.hostname, parts.port or (443 if parts.scheme == "https" else 80)
+        except ValueError:
+            pass
+    return host, port
+
+
+def server_reachable(timeout: float = PROBE_TIMEOUT_SECONDS) -> bool:
+    """Whether the wandb server, or the proxy wandb would go through, accepts a connection; with
+    no network, wandb.init would block."""
     try:
-        socket.create_connection(server_address(), timeout=timeout).close()
+        socket.create_connection(_first_hop(), timeout=timeout).close()
         return True
     except OSError:
         return False
@@ -73,7 +91,7 @@ def resolve_mode(enabled: bool, explicit_mode: str | None, warn=print) -> str:
     if not has_credentials():
         reason = "no credentials (WANDB_API_KEY, or `wandb login`)"
     elif not server_reachable():
-        reason = f"{server_address()[0]} did not answer within 2 s"
+        reason = f"{_first_hop()[0]} did not answer within {PROBE_TIMEOUT_SECONDS:g} s"
     else:
         return "online"
     warn(f"[wandb] {asked_by} but {reason}: logging offline instead")

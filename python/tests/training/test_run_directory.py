@@ -488,10 +488,36 @@ def test_a_signal_during_set_up_interrupts_and_a_second_one_in_training_exits_at
                                 "saved before are intact"]
     # Once the interrupted run's checkpoint is saved, a second signal (say, while wandb
     # finishes) exits at once, as interrupted: nothing is lost (the summary says interrupted).
-    signals.checkpoint_saved = True
+    signals.outcome_saved(cli.EXIT_INTERRUPTED, "the checkpoint is saved")
     signals.handle(cli.signal.SIGTERM, None)
     assert exits == [cli.EXIT_FAILURE, cli.EXIT_INTERRUPTED] and len(failed_summaries) == 1
     assert "SIGTERM again: the checkpoint is saved; exiting now" in capsys.readouterr().err
+
+
+def test_a_signal_once_a_completed_run_is_saved_exits_0_and_leaves_its_summary(
+        monkeypatch, capsys):
+    # Say while wandb uploads the final checkpoint: the run is complete, and stays so.
+    exits, failed_summaries = [], []
+    signals = cli._Signals()
+    signals.start_training(print, failed_summaries.append)
+    signals.outcome_saved(cli.EXIT_OK, "the run is complete")
+    monkeypatch.setattr(cli.os, "_exit", exits.append)
+    signals.handle(cli.signal.SIGINT, None)
+    assert exits == [cli.EXIT_OK] and failed_summaries == []
+    assert capsys.readouterr().err == "[signal] SIGINT: the run is complete; exiting now\n"
+
+
+def test_the_second_signals_exit_happens_even_if_its_message_cannot_be_written(monkeypatch):
+    exits = []
+    signals = cli._Signals()
+    signals.start_training(print, lambda error: None)
+    signals.signal_name = "SIGINT"
+    monkeypatch.setattr(cli.os, "_exit", exits.append)
+    monkeypatch.setattr(cli, "print", lambda *args, **kwargs: (_ for _ in ()).throw(
+        RuntimeError("reentrant call inside <_io.BufferedWriter>")), raising=False)
+    with pytest.raises(RuntimeError):
+        signals.handle(cli.signal.SIGINT, None)
+    assert exits == [cli.EXIT_FAILURE]
 
 
 @pytest.mark.parametrize("name", ["", ".", "..", "../escape", "a/b", "/abs"])

@@ -24,7 +24,7 @@ def test_online_only_with_credentials_and_a_reachable_server(no_env_mode, monkey
     assert wandb_sink.resolve_mode(True, None) == expected
 
 
-def test_explicit_mode_environment_and_disabled_need_no_probe(monkeypatch):
+def test_offline_disabled_and_wandb_off_need_no_probe(monkeypatch):
     monkeypatch.setattr(wandb_sink, "server_reachable", _probe_must_not_run)
     monkeypatch.setattr(wandb_sink, "has_credentials", lambda: True)
     assert wandb_sink.resolve_mode(False, "online") == "disabled"
@@ -51,7 +51,8 @@ def test_online_by_name_without_credentials_or_server_runs_offline_and_says_why(
         monkeypatch, explicit, credentials, reachable, expected, warning):
     # wandb.init online with no network blocks for its whole init timeout, then gives up.
     monkeypatch.setenv("WANDB_MODE", "online")
-    monkeypatch.delenv("WANDB_BASE_URL", raising=False)
+    for name in ("WANDB_BASE_URL", "HTTPS_PROXY", "https_proxy"):
+        monkeypatch.delenv(name, raising=False)
     monkeypatch.setattr(wandb_sink, "has_credentials", lambda: credentials)
     monkeypatch.setattr(wandb_sink, "server_reachable",
                         (lambda: reachable) if reachable is not None else _probe_must_not_run)
@@ -77,6 +78,31 @@ def test_the_probed_server_is_wandb_base_urls(monkeypatch, tmp_path, url, addres
     (tmp_path / "netrc").write_text(f"machine {address[0]} login user password secret\n")
     monkeypatch.setenv("NETRC", str(tmp_path / "netrc"))
     assert wandb_sink.has_credentials()
+
+
+@pytest.mark.parametrize("proxy, no_proxy, hop", [
+    (None, None, ("api.wandb.ai", 443)), ("http://proxy.corp:3128", None, ("proxy.corp", 3128)),
+    ("proxy.corp:3128", None, ("proxy.corp", 3128)),
+    ("http://proxy.corp:3128", "api.wandb.ai", ("api.wandb.ai", 443)),
+])
+def test_the_probe_goes_where_wandb_connects_through_an_https_proxy(monkeypatch, proxy,
+                                                                    no_proxy, hop):
+    for name in ("WANDB_BASE_URL", "HTTPS_PROXY", "https_proxy", "NO_PROXY", "no_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    if proxy:
+        monkeypatch.setenv("https_proxy", proxy)
+    if no_proxy:
+        monkeypatch.setenv("no_proxy", no_proxy)
+    assert wandb_sink._first_hop() == hop
+    connected = []
+    monkeypatch.setattr(wandb_sink.socket, "create_connection",
+                        lambda address, timeout: connected.append(address) or _Closable())
+    assert wandb_sink.server_reachable() and connected == [hop]
+
+
+class _Closable:
+    def close(self):
+        pass
 
 
 def test_a_failed_init_is_one_warning_line_and_training_goes_on(monkeypatch, tmp_path):
