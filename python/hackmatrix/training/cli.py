@@ -312,6 +312,9 @@ def _train(args, signals: _Signals, cleanup: contextlib.ExitStack) -> int:
                 f"{error}{resume.earlier_checkpoint_note(args.resume, resume_path)}") from None
         cleanup.enter_context(resume.naming_the_checkpoint(resume_path))
     options = run_options(args, saved)
+    if args.wandb is False and args.wandb_mode in ("online", "offline"):
+        say(f"[config] note: --no-wandb turns wandb off: --wandb-mode {args.wandb_mode} is "
+            "ignored")
     cache_dir = compilation_cache.enable(lambda message: say(f"[config] warning: {message}"))
     import jax
     import jax.numpy as jnp

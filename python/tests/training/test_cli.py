@@ -406,6 +406,14 @@ def test_the_first_windows_pace_leaves_out_wandbs_start(tmp_path, monkeypatch):
     assert first["timesteps"] / first["train/sps"] < 4.0
 
 
+def test_no_wandb_with_a_wandb_mode_says_which_one_wins(tmp_path, capsys):
+    assert train(tmp_path, "quiet", "--wandb-mode", "online") == 0  # `train` adds --no-wandb
+    out = capsys.readouterr().out
+    assert "[config] note: --no-wandb turns wandb off: --wandb-mode online is ignored" in out
+    summary = json.loads((tmp_path / "quiet" / "summary.json").read_text())
+    assert summary["wandb"]["mode"] == "disabled"
+
+
 def test_runner_and_chunk_signatures_ignore_weak_types():
     import jax
     import jax.numpy as jnp
