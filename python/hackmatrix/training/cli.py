@@ -536,9 +536,9 @@ def _train(args, signals: _Signals, cleanup: contextlib.ExitStack) -> int:
             chunk = first_chunk or dispatch_chunk()
             first_chunk = None
             new_runner, chunk_metrics = chunk.outputs
-            num_active, chunk_start = chunk.num_active, chunk.start
+            num_active = chunk.num_active
             chunk_metrics = jax.device_get(chunk_metrics)
-            elapsed = chunk.ready_at() - chunk_start
+            elapsed = chunk.ready_at() - chunk.start
             if not M.losses_are_finite(chunk_metrics, num_active):
                 raise NonFiniteLoss(f"non-finite loss within updates {update + 1}-"
                                     f"{update + num_active}")

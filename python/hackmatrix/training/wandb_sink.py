@@ -27,18 +27,28 @@ WANDB_HOST = "api.wandb.ai"
 PROBE_TIMEOUT_SECONDS = 2.0
 
 
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+
+
+def _address(url: str, default_scheme: str) -> tuple[str, int] | None:
+    """(host, port) of `url`, read as `default_scheme://url` when it has no scheme; the port
+    defaults to its scheme's (else `default_scheme`'s). None when it names no host or its port
+    is unreadable (e.g. not a number: wandb will say so)."""
+    try:
+        parts = urllib.parse.urlsplit(url if "://" in url else f"{default_scheme}://{url}")
+        if parts.hostname:
+            return parts.hostname, parts.port or _DEFAULT_PORTS.get(
+                parts.scheme, _DEFAULT_PORTS[default_scheme])
+    except ValueError:
+        pass
+    return None
+
+
 def server_address() -> tuple[str, int]:
     """(host, port) of the wandb server: WANDB_BASE_URL's (a self-hosted server), else
     api.wandb.ai's."""
     url = os.environ.get("WANDB_BASE_URL", "").strip()
-    if url:
-        try:
-            parts = urllib.parse.urlsplit(url if "://" in url else f"https://{url}")
-            if parts.hostname:
-                return parts.hostname, parts.port or (80 if parts.scheme == "http" else 443)
-        except ValueError:  # e.g. a port that is not a number: wandb will say so
-            pass
-    return WANDB_HOST, 443
+    return (url and _address(url, "https")) or (WANDB_HOST, 443)
 
 
 def has_credentials() -> bool:
@@ -54,16 +64,11 @@ def has_credentials() -> bool:
 def _first_hop() -> tuple[str, int]:
     """Where wandb connects to reach its server: the HTTPS proxy that applies to it
     (HTTPS_PROXY unless NO_PROXY exempts the server), else the server itself."""
-    host, port = server_address()
+    server = server_address()
     proxy = urllib.request.getproxies().get("https")
-    if proxy and not urllib.request.proxy_bypass(host):
-        try:
-            parts = urllib.parse.urlsplit(proxy if "://" in proxy else f"http://{proxy}")
-            if parts.hostname:
-                return parts.hostname, parts.port or (443 if parts.scheme == "https" else 80)
-        except ValueError:
-            pass
-    return host, port
+    if proxy and not urllib.request.proxy_bypass(server[0]):
+        return _address(proxy, "http") or server
+    return server
 
 
 def server_reachable(timeout: float = PROBE_TIMEOUT_SECONDS) -> bool:
