@@ -26,6 +26,11 @@ import numpy as np
 
 from hackmatrix.messages import error_line, shown
 
+try:
+    import fcntl
+except ImportError:  # no advisory locks on this platform (Windows): RunLock runs unguarded
+    fcntl = None
+
 FORMAT_VERSION = 1
 CHECKPOINT_PATTERN = re.compile(r"^checkpoint_(\d+)\.pkl$")
 PARAMS_PATTERN = re.compile(r"^params_(\d+)\.npz$")
@@ -404,9 +409,7 @@ class RunLock:
 
     def acquire(self) -> bool:
         """True when this process now holds the lock; False when another process does."""
-        try:
-            import fcntl
-        except ImportError:  # no advisory locks on this platform: run unguarded
+        if fcntl is None:
             return True
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.file = open(self.path, "a+")
@@ -426,10 +429,11 @@ class RunLock:
         """Whether another process holds the lock now: a probe that takes a shared lock and drops
         it at once, writing nothing. Only "would block" counts: a file system whose locks fail
         otherwise (some network mounts) proves nothing."""
+        if fcntl is None:
+            return False
         try:
-            import fcntl
             probe = open(self.path)
-        except (ImportError, OSError):  # no lock file (no trainer ever ran here), or unreadable
+        except OSError:  # no lock file (no trainer ever ran here), or unreadable
             return False
         with probe:
             try:
