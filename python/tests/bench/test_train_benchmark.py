@@ -17,7 +17,9 @@ def test_prints_each_device_count_with_its_bound(capsys):
     for row in rows:
         compile_s, first_update_s, train_sps, bound_sps = map(float, row[5:9])
         assert 0 < compile_s <= first_update_s and train_sps > 0 and bound_sps > 0
-        assert abs(float(row[9].rstrip("%")) / 100 - (bound_sps / train_sps - 1)) < 3e-3
+        # The SPS columns are rounded to whole steps/s and the overhead to 0.1%.
+        rounding = bound_sps / train_sps * (0.5 / train_sps + 0.5 / bound_sps) + 5e-4
+        assert abs(float(row[9].rstrip("%")) / 100 - (bound_sps / train_sps - 1)) <= rounding + 1e-9
         # One round: the overhead is that round's, and so are both quartiles.
         assert row[10] == f"{row[9]}-{row[9]}"
 

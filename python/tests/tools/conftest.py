@@ -34,8 +34,8 @@ class ReaderLeavesAfter(io.StringIO):
 
 
 # The same flags as the end-to-end run of tests/training/test_cli.py: identical shapes give an
-# identical compiled program, so whichever suite runs second loads it from the persistent
-# compilation cache instead of compiling again.
+# identical compiled program, so whichever suite runs second in a test worker loads it from
+# that worker's persistent compilation cache instead of compiling again.
 TINY_TRAINING = ["--num-envs", "8", "--num-steps", "16", "--hidden-dim", "32", "--num-layers", "2",
                  "--log-interval", "2", "--seed", "1", "--total-timesteps", str(8 * 16 * 6),
                  "--save-interval", "2", "--keep-checkpoints", "2", "--no-wandb"]
