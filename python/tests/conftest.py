@@ -9,6 +9,7 @@ on stderr (which some tests compare line for line) and compile again."""
 
 import os
 import pathlib
+import threading
 
 import pytest
 
@@ -40,3 +41,22 @@ def wandb_files_in_a_temporary_folder(tmp_path_factory):
         for name in ("WANDB_DATA_DIR", "WANDB_CACHE_DIR", "WANDB_ARTIFACT_DIR"):
             patch.setenv(name, str(folder / name.lower()))
         yield
+
+
+@pytest.fixture
+def kill_if_hung():
+    """`kill_if_hung(process, seconds)`: kills a subprocess still running after `seconds`, so
+    that a test reading its output line by line (no timeout of its own) fails when the child
+    hangs, instead of holding its test worker until CI's time limit."""
+    timers = []
+
+    def watch(process, seconds=300):
+        timer = threading.Timer(seconds, process.kill)
+        timer.daemon = True
+        timer.start()
+        timers.append(timer)
+        return process
+
+    yield watch
+    for timer in timers:
+        timer.cancel()

@@ -74,12 +74,13 @@ def test_a_player_with_no_valid_action_is_told_so(tmp_path):
         "siphon and no program can run. The game cannot go on.\n")
 
 
-def test_ctrl_c_exits_7_with_one_line(tmp_path):
+def test_ctrl_c_exits_7_with_one_line(tmp_path, kill_if_hung):
     path = tmp_path / "scenario.json"
     path.write_text(json.dumps({"player": {"row": 0, "col": 0}}))
-    process = subprocess.Popen([sys.executable, str(PLAY), "--scenario", str(path)],
-                               stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    process = kill_if_hung(subprocess.Popen(
+        [sys.executable, str(PLAY), "--scenario", str(path)], stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"}))
     try:
         shown = b""
         while not shown.endswith(b"> "):  # the prompt: play.py is waiting for a command

@@ -303,14 +303,14 @@ def test_ctrl_c_writes_the_gif_so_far_and_exits_7(tiny_run, tmp_path, monkeypatc
         assert image.n_frames == 2
 
 
-def test_sigint_to_the_cli_process_writes_the_gif_so_far(tiny_run, tmp_path):
+def test_sigint_to_the_cli_process_writes_the_gif_so_far(tiny_run, tmp_path, kill_if_hung):
     """The real thing: a signal to a running viewer, not a simulated KeyboardInterrupt."""
     gif_path = tmp_path / "partial.gif"
-    process = subprocess.Popen(
+    process = kill_if_hung(subprocess.Popen(
         [sys.executable, str(SCRIPTS / "watch_jax_agent.py"), str(tiny_run), "--delay", "600",
          "--gif", str(gif_path)],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        env={**os.environ, "PYTHONUNBUFFERED": "1"}))
     try:
         lines = []
         for line in process.stdout:  # the first step is shown, then a 600 s pause

@@ -111,13 +111,14 @@ def test_a_signal_during_the_last_chunk_lets_the_run_complete(tmp_path, monkeypa
     assert "[signal] SIGINT came during the last chunk: the run is complete" in out
 
 
-def test_a_reader_that_goes_away_does_not_end_the_run(tmp_path):
+def test_a_reader_that_goes_away_does_not_end_the_run(tmp_path, kill_if_hung):
     # `train_purejaxrl.py ... | head -3`, or a pager quit early: the run goes on to its end (its
     # lines are in metrics.jsonl). It used to stop with "error: BrokenPipeError", unsaved.
     command = [sys.executable, str(SCRIPT), *TINY, *TOTAL, "--checkpoint-dir", str(tmp_path),
                "--run-name", "headless", "--no-wandb"]
-    process = subprocess.Popen(command, env={**os.environ, "PYTHONUNBUFFERED": "1"},
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    process = kill_if_hung(subprocess.Popen(
+        command, env={**os.environ, "PYTHONUNBUFFERED": "1"}, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True))
     assert process.stdout.readline().startswith("[config]")
     process.stdout.close()
     errors = process.stderr.read()
@@ -243,11 +244,12 @@ def offline_env(tmp_path):
     return env
 
 
-def test_without_credentials_wandb_runs_offline_and_sigterm_exits_7(tmp_path):
+def test_without_credentials_wandb_runs_offline_and_sigterm_exits_7(tmp_path, kill_if_hung):
     command = [sys.executable, str(SCRIPT), *TINY, "--total-timesteps", str(8 * 16 * 2000),
                "--checkpoint-dir", str(tmp_path), "--run-name", "offline"]
-    process = subprocess.Popen(command, env=offline_env(tmp_path), stdout=subprocess.PIPE,
-                               stderr=subprocess.STDOUT, text=True)
+    process = kill_if_hung(subprocess.Popen(command, env=offline_env(tmp_path),
+                                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                            text=True))
     lines = []
     for line in process.stdout:
         lines.append(line)
