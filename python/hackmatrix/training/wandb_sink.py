@@ -25,8 +25,6 @@ from pathlib import Path
 MODES = ("online", "offline", "disabled")
 WANDB_HOST = "api.wandb.ai"
 PROBE_TIMEOUT_SECONDS = 2.0
-
-
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 
 
@@ -90,16 +88,15 @@ def resolve_mode(enabled: bool, explicit_mode: str | None, warn=print) -> str:
     requested = explicit_mode or {"dryrun": "offline"}.get(env_mode, env_mode)
     if requested in ("offline", "disabled"):
         return requested
-    if requested != "online":
-        return "online" if has_credentials() and server_reachable() else "offline"
-    asked_by = "--wandb-mode online" if explicit_mode else "WANDB_MODE=online"
     if not has_credentials():
         reason = "no credentials (WANDB_API_KEY, or `wandb login`)"
     elif not server_reachable():
         reason = f"{_first_hop()[0]} did not answer within {PROBE_TIMEOUT_SECONDS:g} s"
     else:
         return "online"
-    warn(f"[wandb] {asked_by} but {reason}: logging offline instead")
+    if requested == "online":  # asked for by name: say why it is not
+        asked_by = "--wandb-mode online" if explicit_mode else "WANDB_MODE=online"
+        warn(f"[wandb] {asked_by} but {reason}: logging offline instead")
     return "offline"
 
 
