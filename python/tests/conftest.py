@@ -19,8 +19,8 @@ os.environ.setdefault("WANDB_SILENT", "true")
 TEST_CACHE_ROOT = pathlib.Path(__file__).resolve().parents[2] / ".jax_cache"
 # The workers inherit the environment of pytest's main process, which has already chosen its own
 # folder here: a folder under TEST_CACHE_ROOT is replaced, one the user chose is kept.
-_cache_dir = os.environ.get("JAX_COMPILATION_CACHE_DIR", str(TEST_CACHE_ROOT))
-if _cache_dir.startswith(str(TEST_CACHE_ROOT)):
+_cache_dir = pathlib.Path(os.environ.get("JAX_COMPILATION_CACHE_DIR", TEST_CACHE_ROOT))
+if TEST_CACHE_ROOT in (_cache_dir, *_cache_dir.parents):
     os.environ["JAX_COMPILATION_CACHE_DIR"] = str(
         TEST_CACHE_ROOT / os.environ.get("PYTEST_XDIST_WORKER", "main"))
 os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
