@@ -49,11 +49,17 @@ def compacted_map(fn, needed, args, fallback, size: int, fallback_is_input: bool
     def one_chunk(chunk, results):
         rows = jax.lax.dynamic_slice_in_dim(needy_rows, chunk * size, size)
         read = jnp.minimum(rows, num_rows - 1)
-        inputs = jax.tree_util.tree_map(lambda x: x[read], args)
+        # Both index arrays are non-negative (`rows` holds rows and the out-of-bounds num_rows),
+        # so no negative-index wrapping: it adds three operations per array to trace and lower.
+        def gather(x):
+            return x.at[read].get(mode="promise_in_bounds", wrap_negative_indices=False)
+
+        inputs = jax.tree_util.tree_map(gather, args)
         if fallback_is_input:
-            inputs = (*inputs, jax.tree_util.tree_map(lambda x: x[read], results))
+            inputs = (*inputs, jax.tree_util.tree_map(gather, results))
         outputs = jax.vmap(fn)(*inputs)
-        return jax.tree_util.tree_map(lambda out, new: out.at[rows].set(new, mode="drop"),
-                                      results, outputs)
+        return jax.tree_util.tree_map(
+            lambda out, new: out.at[rows].set(new, mode="drop", wrap_negative_indices=False),
+            results, outputs)
 
     return jax.lax.fori_loop(0, (count + size - 1) // size, one_chunk, fallback)
