@@ -86,7 +86,7 @@ def test_enemy_hp_is_not_capped_and_flags_are_shown():
 def test_enemy_hp_is_exact_up_to_the_int32_range(hp):
     # A.1 stores scenario hp verbatim; the hp channel must not wrap for huge values.
     obs = observe(enemies=[enemy("daemon", 1, 1, hp)])
-    assert cell(obs, 1, 1)[4] == np.float32(hp) / np.float32(3)
+    assert obs.grid[1, 1, 4] == np.float32(hp) / np.float32(3)
 
 
 def test_from_scheduled_task_flag_is_not_observable():

@@ -574,7 +574,10 @@ def test_mask_matches_the_reference(states):
             if k not in s["owned"] or not applicable(s, name):
                 continue
             affordable = s["credits"] >= credits and s["energy"] >= energy
-            if affordable and (s["credits"] == credits or s["energy"] == energy):
+            # At the exact cost: a resource the program costs is held at exactly that amount
+            # (0 of a resource it does not cost is no edge).
+            if affordable and ((credits and s["credits"] == credits)
+                               or (energy and s["energy"] == energy)):
                 exact[name] += 1
             if s["credits"] == credits - 1 or s["energy"] == energy - 1:
                 short[name] += 1

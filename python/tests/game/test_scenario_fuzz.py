@@ -599,6 +599,10 @@ def test_a_scenario_file_with_an_integer_over_4300_digits_exits_3(tmp_path):
     with pytest.raises(cli.ToolError) as error:
         cli.load_scenario(str(path))
     assert error.value.exit_code == cli.EXIT_BAD_ARGUMENTS
+    # Python's JSON reader refuses the number itself, before any field is looked at.
+    message = str(error.value)
+    assert message.startswith(f"{path}: invalid JSON: ") and "4300 digits" in message
+    assert "\n" not in message
 
 
 def test_a_scenario_file_may_start_with_a_byte_order_mark(tmp_path):

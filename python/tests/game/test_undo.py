@@ -121,10 +121,12 @@ def test_ring_buffer_keeps_the_newest_snapshots_in_order(extra):
 
 
 def test_history_memory_per_env():
-    """A packed snapshot is 704 bytes; the whole buffer stays under 23 KB per env."""
+    """A packed snapshot is 704 bytes and the buffer holds 32 of them: 22.5 KB per env, as
+    specs/game-rules.md states."""
     buffer = history.empty_history()
     total = sum(leaf.size * leaf.dtype.itemsize for leaf in jax.tree_util.tree_leaves(buffer))
-    assert total == 704 * C.HISTORY_CAPACITY
+    assert C.HISTORY_CAPACITY == 32
+    assert total == 704 * 32 == 22_528
 
 
 def test_undo_through_a_step_rewinds_free_actions_and_scores_the_difference():

@@ -168,15 +168,19 @@ def test_programs_must_be_affordable(name):
     applicable, _ = APPLICABILITY.get(name, ({}, None))
     base = {**applicable, "ownedPrograms": [name]}
     player = dict(base.get("player", {"row": 2, "col": 2}))
+
+    def valid_with(credits, energy):
+        state = scenario.from_dict({**base, "player": {**player, "credits": credits,
+                                                       "energy": energy}})
+        if name == "UNDO":  # applicable only with a snapshot to restore
+            state = history.push(state, True)
+        return np.asarray(MASK(state))[action_of(name)]
+
     if credits:
-        assert not mask({**base, "player": {**player, "credits": credits - 1, "energy": 20}})[
-            action_of(name)]
+        assert not valid_with(credits - 1, 20)
     if energy:
-        assert not mask({**base, "player": {**player, "credits": 20, "energy": energy - 1}})[
-            action_of(name)]
-    exact = {**base, "player": {**player, "credits": credits, "energy": energy}}
-    if name != "UNDO":
-        assert mask(exact)[action_of(name)]
+        assert not valid_with(20, energy - 1)
+    assert valid_with(credits, energy)
 
 
 # --- invalid actions (§4.4) ------------------------------------------------------------------

@@ -297,14 +297,25 @@ def test_metrics_that_cannot_be_plotted_exit_6_writing_nothing(make_metrics, tmp
         assert_refused_with_6(run_cli(PLOT, [str(source)]), run_dir, before, source)
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="root reads a file whatever its permissions")
-def test_unreadable_metrics_exit_6(tmp_path):
+def test_unreadable_metrics_exit_6(tmp_path, monkeypatch):
     run_dir = tmp_path / "run"
     run_dir.mkdir()
-    (run_dir / "metrics.jsonl").write_text('{"update": 1}\n')
-    (run_dir / "metrics.jsonl").chmod(0)
+    metrics = run_dir / "metrics.jsonl"
+    metrics.write_text('{"update": 1}\n')
+    # What a user without read permission meets (root reads any file, so chmod cannot show it).
+    opened = Path.open
+
+    def refuse_the_metrics(path, *args, **kwargs):
+        if Path(path) == metrics:
+            raise PermissionError(13, "Permission denied", str(path))
+        return opened(path, *args, **kwargs)
+
     before = snapshot(run_dir)
-    assert_refused_with_6(run_cli(PLOT, [str(run_dir)]), run_dir, before)
+    with monkeypatch.context() as patched:
+        patched.setattr(Path, "open", refuse_the_metrics)
+        outcome = run_cli(PLOT, [str(run_dir)])
+    assert_refused_with_6(outcome, run_dir, before)
+    assert "cannot read" in outcome.err and "Permission denied" in outcome.err
 
 
 RUN_FILES = ("metrics.jsonl", "summary.json", "checkpoint_2.pkl", "params_2.npz",
