@@ -25,11 +25,16 @@ def _parse_baselines(text: str) -> list[str]:
     names = [name.strip() for name in text.split(",") if name.strip()]
     if names == ["none"]:
         return []
+    if "none" in names:
+        raise ValueError("--baselines none means no baselines: it cannot be combined with others")
     unknown = [name for name in names if name not in BASELINE_NAMES]
     if unknown:
         raise ValueError(f"unknown baseline {unknown[0]!r} (choose from {', '.join(BASELINE_NAMES)} "
                          f"or none)")
-    return list(dict.fromkeys(names))
+    twice = [name for name in BASELINE_NAMES if names.count(name) > 1]
+    if twice:  # one row and one JSON key per policy, as for a checkpoint given twice
+        raise ValueError(f"baseline {twice[0]!r} is given twice")
+    return names
 
 
 def _reject_duplicates(sources: list[str], files: list, baseline_names: list[str]) -> None:
@@ -57,7 +62,7 @@ def main(argv=None) -> int:
             bad_arguments="bad arguments, a --json file that cannot be written, or one policy "
                           "given twice",
             missing_input="missing or incompatible checkpoint or run directory"))
-    parser.add_argument("checkpoints", nargs="*", metavar="CHECKPOINT",
+    parser.add_argument("checkpoints", nargs="*", metavar="CHECKPOINT", type=cli.input_path,
                         help=".pkl checkpoint, params .npz or run directory (none: the "
                              "baselines only)")
     parser.add_argument("--latest", action="store_true",

@@ -19,7 +19,7 @@ def main(argv=None) -> int:
             bad_arguments="bad arguments or an output file that cannot be written",
             missing_input="missing or unreadable run directory or metrics file, or one with "
                           "no record"))
-    parser.add_argument("run_dir", metavar="RUN_DIR",
+    parser.add_argument("run_dir", metavar="RUN_DIR", type=cli.input_path,
                         help="run directory holding metrics.jsonl (or the metrics.jsonl file)")
     parser.add_argument("-o", "--output", metavar="FILE",
                         help="output PNG, written at exactly this path whatever its extension; "

@@ -29,7 +29,7 @@ def main(argv=None) -> int:
                           "scenario file",
             missing_input="missing or incompatible checkpoint or run directory, or an "
                           "unreadable scenario file"))
-    parser.add_argument("checkpoint", nargs="?", metavar="CHECKPOINT",
+    parser.add_argument("checkpoint", nargs="?", metavar="CHECKPOINT", type=cli.input_path,
                         help=".pkl checkpoint, params .npz or run directory")
     parser.add_argument("--latest", action="store_true",
                         help="watch the newest checkpoint under --checkpoint-dir")

@@ -95,6 +95,14 @@ def seed(text: str) -> int:
     return value
 
 
+def input_path(text: str) -> str:
+    """argparse type of a path the tool reads: not empty (most often an unset shell variable,
+    which would otherwise read as the current directory)."""
+    if not text:
+        raise argparse.ArgumentTypeError("the path is empty")
+    return text
+
+
 def _is_training_output(name: str) -> bool:
     from hackmatrix.training import checkpoint, metrics
     return checkpoint.is_policy_file(name) or name in (metrics.METRICS_FILE, metrics.SUMMARY_FILE)

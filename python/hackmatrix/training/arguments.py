@@ -23,6 +23,10 @@ ARCHITECTURE_FIELDS = ("hidden_dim", "num_layers")
 CONFIG_FIELDS = tuple(field.name for field in dataclasses.fields(TrainConfig))
 
 
+# `--resume` given without PATH (an empty PATH is an error: most often an unset shell variable).
+RESUME_NEWEST = True
+
+
 class UsageError(Exception):
     """Bad command line (exit code 3)."""
 
@@ -108,7 +112,7 @@ def build_parser() -> argparse.ArgumentParser:
                              help="save every N updates instead of on the timer")
     checkpoints.add_argument("--keep-checkpoints", type=int, metavar="K",
                              help="keep the newest K checkpoints (default 5; 0 keeps all)")
-    checkpoints.add_argument("--resume", nargs="?", const="", metavar="PATH",
+    checkpoints.add_argument("--resume", nargs="?", const=RESUME_NEWEST, metavar="PATH",
                              help="continue a run from a checkpoint .pkl or run directory; "
                                   "without PATH: the newest checkpoint of --run-name, else of the "
                                   "newest run in --checkpoint-dir. The run keeps its config and "
@@ -205,3 +209,6 @@ def check_run_location(args) -> None:
     # An empty value is most often an unset shell variable; '.' says the current directory.
     if not args.checkpoint_dir:
         raise UsageError("--checkpoint-dir is empty: name a directory ('.' for the current one)")
+    if args.resume == "":
+        raise UsageError("--resume PATH is empty: name a checkpoint or run directory, or give "
+                         "--resume alone for the newest run")

@@ -329,6 +329,12 @@ def _check_resume_fields(path: Path, state: dict) -> None:
         validate(TrainConfig.from_dict(state["config"]))
     except (ConfigError, TypeError, ValueError) as error:
         raise CheckpointError(f"{path} is corrupt: its config is invalid ({error_line(error)})") from None
+    # A resume builds the network from the config, the other tools from `network`: they agree.
+    disagree = [f"{key} {state['network'][key]} in its network, {state['config'][key]} in its "
+                "config" for key in ("hidden_dim", "num_layers")
+                if state["network"][key] != state["config"][key]]
+    if disagree:
+        raise CheckpointError(f"{path} is corrupt: {'; '.join(disagree)}")
     explicit = state.get("explicit_config", [])
     if not (isinstance(explicit, (list, tuple)) and all(isinstance(name, str) for name in explicit)):
         raise CheckpointError(f"{path} is corrupt: explicit_config is {shown(explicit)}")

@@ -303,13 +303,13 @@ def _train(args, signals: _Signals, cleanup: contextlib.ExitStack) -> int:
     arguments.check_run_location(args)
     saved = resume_path = None
     if args.resume is not None:
-        resume_path = ckpt.find_resume_checkpoint(args.resume or None, Path(args.checkpoint_dir),
-                                                  args.run_name)
+        given = None if args.resume is arguments.RESUME_NEWEST else args.resume
+        resume_path = ckpt.find_resume_checkpoint(given, Path(args.checkpoint_dir), args.run_name)
         try:
             saved = ckpt.load_checkpoint(resume_path)
         except ckpt.CheckpointError as error:
             raise ckpt.CheckpointError(
-                f"{error}{resume.earlier_checkpoint_note(args.resume, resume_path)}") from None
+                f"{error}{resume.earlier_checkpoint_note(given, resume_path)}") from None
         cleanup.enter_context(resume.naming_the_checkpoint(resume_path))
     options = run_options(args, saved)
     if args.wandb is False and args.wandb_mode in ("online", "offline"):

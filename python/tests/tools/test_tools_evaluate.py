@@ -128,12 +128,15 @@ def test_cli_errors(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("argv, error", [
+    (["--baselines", "random,exit-runner,random"], "baseline 'random' is given twice"),
+    (["--baselines", "none,random"],
+     "--baselines none means no baselines: it cannot be combined with others"),
     (["--episodes", "0"], "--episodes must be >= 1, got 0"),
     (["--max-steps", "-3"], "--max-steps must be >= 1, got -3"),
     (["--episodes", str(MAX_COUNT + 1)], f"--episodes must be at most {MAX_COUNT}, got "
                                           f"{MAX_COUNT + 1}"),
 ])
-def test_a_count_out_of_range_is_named_with_its_value(argv, error, capsys):
+def test_a_bad_baseline_list_or_count_is_named_in_one_line(argv, error, capsys):
     with pytest.raises(SystemExit) as exit_info:
         evaluate_main(argv)
     assert exit_info.value.code == cli.EXIT_BAD_ARGUMENTS

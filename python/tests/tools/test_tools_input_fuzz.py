@@ -727,7 +727,7 @@ SCENARIO_FILES = {"scenario.json": REACHED, "absent.json": cli.EXIT_BAD_CHECKPOI
                   "not_json.json": cli.EXIT_BAD_ARGUMENTS, "bad_field.json": cli.EXIT_BAD_ARGUMENTS}
 BASELINES = {"random,exit-runner": ["random", "exit-runner"], "random": ["random"],
              "none": [], " exit-runner , random ,": ["exit-runner", "random"],
-             "random,random": ["random"], "": [], "foo": None, "RANDOM": None, "none,random": None}
+             "random,random": None, "": [], "foo": None, "RANDOM": None, "none,random": None}
 UNKNOWN_FLAGS = ["--bogus", "--gifs", "-x", "--max_steps", "--no-colour", "--jsonn"]
 
 
@@ -1000,6 +1000,21 @@ def test_fuzzed_command_lines_reach_the_policy_or_exit_3_or_6_with_one_line(prog
                                    workspace, before)
                 for _ in range(400)}
     assert outcomes == {REACHED, cli.EXIT_BAD_ARGUMENTS, cli.EXIT_BAD_CHECKPOINT}
+
+
+@pytest.mark.parametrize("main, prog, argv", [
+    (WATCH, "watch_jax_agent.py", [""]),
+    (EVALUATE, "evaluate.py", ["models/agent.npz", ""]),
+    (PLOT, "plot_metrics.py", [""]),
+])
+def test_an_empty_input_path_is_refused_not_read_as_the_current_directory(main, prog, argv,
+                                                                          workspace):
+    # Most often an unset shell variable; the workspace has a run that "." would lead to.
+    before = snapshot(workspace)
+    outcome = run_cli(main, argv)
+    assert_one_line_error(outcome, prog, cli.EXIT_BAD_ARGUMENTS)
+    assert "the path is empty" in outcome.err and outcome.out == ""
+    assert snapshot(workspace) == before
 
 
 def test_evaluate_refuses_an_episode_count_no_array_can_hold(workspace):

@@ -887,6 +887,16 @@ def test_resuming_from_a_too_long_name_is_a_missing_checkpoint(argv, tmp_path, s
     assert_refused(run_cli(argv), cli.EXIT_BAD_CHECKPOINT)
 
 
+def test_an_empty_resume_path_is_refused_not_read_as_the_newest_run(
+        tmp_path, workspace_template, stopped_at_compile):
+    # The workspace has runs that `--resume` alone would pick; `--resume "$UNSET"` must not.
+    enter_fresh_workspace(workspace_template, tmp_path / "case")
+    assert run_cli(["--resume"]).code == REACHED_COMPILE
+    outcome = run_cli(["--resume", ""])
+    assert_refused(outcome, cli.EXIT_BAD_ARGUMENTS)
+    assert "--resume PATH is empty" in outcome.stderr
+
+
 TINY_SHAPE = [token for option, text in RUN_SHAPES[0].items() for token in (option, text)]
 
 

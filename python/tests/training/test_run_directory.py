@@ -336,6 +336,8 @@ def _corrupt(state, key, value):
         state["config"] = {**state["config"], "lr": value}
     elif key == "num_actions":
         state["network"] = {k: v for k, v in state["network"].items() if k != key}
+    elif key == "hidden_dim":  # the network record alone edited: the params still fit the config
+        state["network"] = {**state["network"], key: value}
     else:
         state[key] = value
     return state
@@ -346,6 +348,7 @@ def _corrupt(state, key, value):
     ("config", "x", "its config is not a dict"),
     ("lr", "x", "its config is invalid"),
     ("num_actions", None, "its network must give"),
+    ("hidden_dim", 7, "hidden_dim 7 in its network, 32 in its config"),
     ("update", -1, "update is -1"),
     ("update", True, "update is True"),  # a bool is an int to Python: it read as update 1
     ("metrics_window", {"updates": 2}, "its metrics window"),
