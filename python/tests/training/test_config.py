@@ -53,6 +53,7 @@ def test_explicit_values_are_never_changed():
     ({"gamma": 1.5}, "--gamma"),
     ({"lr": float("nan")}, "--lr"),
     ({"num_devices": 0}, "--num-devices"),
+    ({"hidden_dim": 46341}, "weight matrices of 2147488281 entries, over 2147483647: at most 46340"),
     ({"num_envs": 12, "num_devices": 8}, "not divisible by --num-devices 8"),
     # 8 envs x 3 steps on 2 devices: 12 steps each, not 8 minibatches' worth.
     ({"num_envs": 8, "num_steps": 3, "num_minibatches": 8, "num_devices": 2}, "share of the batch"),
@@ -60,6 +61,10 @@ def test_explicit_values_are_never_changed():
 def test_validation_reports_the_reason(values, reason):
     with pytest.raises(ConfigError, match=reason):
         validate(TrainConfig(**values))
+
+
+def test_the_widest_addressable_network_is_valid():
+    validate(TrainConfig(hidden_dim=46340))
 
 
 @pytest.mark.parametrize("num_envs, num_steps, available, expected", [
