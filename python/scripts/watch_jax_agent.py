@@ -10,7 +10,8 @@ Each step shows the board before the action, the value estimate and the top vali
 their probabilities (the policy restricted to valid actions), the action taken and the reward
 with its non-zero components. With --step the board comes first, then each Enter shows the
 action taken on it and the board it leads to; q + Enter stops with a summary of the episode so
-far. Invalid actions are never taken: argmax and sampling both respect the action mask. The GIF
+far. Invalid actions are never taken: argmax and sampling both respect the action mask, and a
+start where no action is valid (a scenario can wall the player in) ends the episode there. The GIF
 has one frame for each episode's start plus one per step; its directory must exist. Ctrl-C (or
 SIGTERM) writes the GIF of the frames so far, then exits 7.
 """

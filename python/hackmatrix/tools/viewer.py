@@ -50,11 +50,14 @@ class EpisodeSummary(NamedTuple):
     stage: int
     score: int
     won: bool
-    end: str                      # "won", "died", "invalid action", "max steps" or STOPPED
+    end: str                      # "won", "died", "max steps", STOPPED or NO_VALID_ACTION
     programs_used: dict[str, int]
 
 
 STOPPED = "stopped by the user"   # the end of an episode quit at the --step prompt
+# A scenario can wall the player in with nothing to spend (a real game never does): the
+# episode ends there, since any action would be an invalid one.
+NO_VALID_ACTION = "no valid action"
 
 
 @functools.cache
@@ -83,13 +86,11 @@ def _decide_function(network, deterministic: bool):
 
 def _end_reason(info) -> str:
     """Why the episode's last step ended it; the game's done is exactly won | died | invalid
-    (§13.2), so anything else means the viewer's step cap."""
+    (§13.2) and the viewer takes no invalid action, so anything else means its step cap."""
     if bool(info["won"]):
         return "won"
     if bool(info["death"]):
         return "died"
-    if bool(info["invalid_action"]):
-        return "invalid action"
     return "max steps"
 
 
@@ -173,7 +174,7 @@ def _play(loaded, options: ViewerOptions, out: TextIO, read_line: Callable[[], s
         header = f"=== episode {episode}/{options.episodes}"
         if options.step_mode:  # the board first: each Enter then shows what is done on it
             show(f"{header}  start ===\n{renderer.render(game_state, color=options.color)}")
-        steps = 0  # max_steps >= 1, so `info` is set before the summary reads it
+        steps, stuck = 0, False  # max_steps >= 1: `info` is set before the summary reads it
         while steps < options.max_steps:
             if waiting_for_enter:
                 out.write("[Enter] next step, q + Enter quits: ")
@@ -190,7 +191,10 @@ def _play(loaded, options: ViewerOptions, out: TextIO, read_line: Callable[[], s
             action, probabilities, value, mask = jax.device_get(
                 decide(loaded.params, act_key, game_state))
             action = int(action)
-            if not mask[action] and mask.any():
+            if not mask.any():
+                stuck = True
+                break
+            if not mask[action]:
                 raise RuntimeError(f"policy chose the invalid action {report.action_name(action)}")
             game_state_after, _, reward, done, info = step(step_key, game_state,
                                                             np.int32(action))
@@ -205,8 +209,6 @@ def _play(loaded, options: ViewerOptions, out: TextIO, read_line: Callable[[], s
                         f"action: {report.action_name(action)} "
                         f"({100 * float(probabilities[action]):.1f}%)",
                         report.reward_line(float(reward), components)]
-            if bool(info["invalid_action"]):
-                decision.append("INVALID ACTION: the episode ends")
             step_header = f"{header}  step {steps} ==="
             if options.step_mode:  # the board acted on is above the prompt already
                 lines = [step_header, *decision,
@@ -229,6 +231,15 @@ def _play(loaded, options: ViewerOptions, out: TextIO, read_line: Callable[[], s
             if finished:
                 break
 
+        if stuck:
+            summary = _summary(steps, episode_return, game_state, action_counts, won=False,
+                               end=NO_VALID_ACTION)
+            summaries.append(summary)
+            board = [] if options.step_mode else [renderer.render(game_state, color=options.color)]
+            show("\n".join([f"{header} finished ===", *board,
+                            "no action is valid: no direction is open, there is no data siphon "
+                            "and no program can run", _summary_text(summary)]))
+            continue
         summary = _summary(steps, episode_return, game_state, action_counts,
                            won=bool(info["won"]), end=_end_reason(info))
         summaries.append(summary)

@@ -102,8 +102,25 @@ def test_never_takes_an_invalid_action(tiny_run):
     out = io.StringIO()
     summaries = viewer.watch(loaded, viewer.ViewerOptions(episodes=3, delay=0, max_steps=8,
                                                           color=False), out=out)
-    assert all(summary.end != "invalid action" for summary in summaries)
-    assert "INVALID" not in out.getvalue()
+    # An invalid action would end an episode at once (§4.4), and the viewer raises before one.
+    assert len(summaries) == 3
+    assert all(summary.end in ("won", "died", "max steps") for summary in summaries)
+
+
+def test_a_walled_in_start_ends_the_episode_without_an_action(tiny_run, tmp_path, capsys):
+    # Blocks on both open sides, no data siphon, no program: every action is masked.
+    scenario_file = tmp_path / "walled.json"
+    scenario_file.write_text(json.dumps({
+        "player": {"row": 5, "col": 5, "credits": 0, "energy": 0, "dataSiphons": 0},
+        "blocks": [{"type": "data", "row": 4, "col": 5, "points": 1},
+                   {"type": "data", "row": 5, "col": 4, "points": 1}]}))
+    assert watch_main([str(tiny_run), "--scenario", str(scenario_file), *FAST,
+                       "--episodes", "2"]) == 0
+    out = capsys.readouterr().out
+    assert out.count("no action is valid: no direction is open, there is no data siphon and no "
+                     "program can run") == 2
+    assert out.count("end: no valid action") == 2 and _episode_lengths(out) == [0, 0]
+    assert _actions_shown(out) == []
 
 
 def test_masked_selection_only_returns_valid_actions():
