@@ -3,8 +3,15 @@ compiled in worker threads so that set-up stays interruptible."""
 
 from __future__ import annotations
 
+import os
+import sys
+
 from hackmatrix import gc_pause, xla_options
+from hackmatrix.exit_codes import EXIT_INTERRUPTED
 from hackmatrix.training import resume
+
+# os._exit, a seam for the tests: it ends the process without the interpreter's teardown.
+_exit_at_once = os._exit
 
 
 def without_weak_types(tree):
@@ -39,16 +46,23 @@ def _compile_chunk(lowered_chunk, cancelled):
     return None if cancelled.is_set() else lowered_chunk.compile()
 
 
-def _wait_through_interrupts(future) -> None:
-    """Wait for `future` however often SIGINT arrives. An XLA compile cannot be cut short, and
-    the interpreter must not exit while one runs: that crashes it (SIGSEGV), and a SIGINT while
-    it joined a still-running worker at exit would print a traceback."""
-    while True:
-        try:
-            future.exception()
-            return
-        except KeyboardInterrupt:
-            continue
+def _wait_for_the_compile(future) -> None:
+    """Wait for `future`, the compile a set-up interruption (or failure) waits out. An XLA
+    compile cannot be cut short, and the interpreter must not tear down while one runs: that
+    crashes it (SIGSEGV), and a SIGINT while it joined a still-running worker at exit would
+    print a traceback. A signal during the wait (a second one, after the interruption) ends the
+    process at once with exit 7, skipping the teardown: a long compile (a deep network's takes
+    minutes) must not hold a user who insists. Nothing is lost: set-up has written nothing but
+    the run directory's lock, and wandb starts only after the compile."""
+    try:
+        future.exception()
+    except KeyboardInterrupt:
+        try:  # whatever a print interrupted, the process ends
+            print("[signal] exiting now, before the compile ends; nothing to save "
+                  "(earlier checkpoints are intact)", file=sys.stderr, flush=True)
+            sys.stdout.flush()
+        finally:
+            _exit_at_once(EXIT_INTERRUPTED)
 
 
 def build_runner_and_chunk(trainer, schedule, key, saved, config, keep_optimizer, say):
@@ -89,9 +103,10 @@ def build_runner_and_chunk(trainer, schedule, key, saved, config, keep_optimizer
     except BaseException as error:  # e.g. SIGINT: skip what has not begun, wait out what has
         cancelled.set()
         if isinstance(error, KeyboardInterrupt) and not all(job.done() for job in jobs):
-            say("[signal] an XLA compile cannot be cut short: exiting when the one running ends")
+            say("[signal] an XLA compile cannot be cut short: exiting when the one running ends "
+                "(signal again to exit at once)")
         for job in jobs:
-            _wait_through_interrupts(job)
+            _wait_for_the_compile(job)
         raise
     finally:
         pool.shutdown(wait=False)

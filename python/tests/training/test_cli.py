@@ -1,17 +1,19 @@
 """train_purejaxrl CLI on the real env: outputs, exact resume after SIGINT, exit codes, wandb."""
 
+import concurrent.futures
 import json
 import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from hackmatrix import xla_options
+from hackmatrix import interrupts, xla_options
 from hackmatrix.training import checkpoint as ckpt
 from hackmatrix.training import cli, resume, startup
 
@@ -361,9 +363,39 @@ def test_an_interrupt_during_set_up_says_why_it_waits_for_the_compile(
     monkeypatch.setattr(startup, "_run_init", interrupted)
     assert train(tmp_path, "waits") == cli.EXIT_INTERRUPTED
     captured = capsys.readouterr()
-    assert ("[signal] an XLA compile cannot be cut short: exiting when the one running ends"
-            in captured.out.splitlines())
+    assert ("[signal] an XLA compile cannot be cut short: exiting when the one running ends "
+            "(signal again to exit at once)" in captured.out.splitlines())
     assert captured.err.startswith("[exit] interrupted by SIGINT during set-up")
+
+
+class _ExitedAtOnce(BaseException):
+    """Stands in for os._exit, which would end the test process."""
+
+
+def test_a_signal_while_set_up_waits_for_a_compile_exits_at_once(monkeypatch, capsys):
+    exits = []
+
+    def exit_at_once(code):
+        exits.append(code)
+        raise _ExitedAtOnce
+
+    monkeypatch.setattr(startup, "_exit_at_once", exit_at_once)
+    compiling = concurrent.futures.Future()  # a compile that has not ended (and never will)
+    second_signal = threading.Timer(0.2, os.kill, (os.getpid(), signal.SIGINT))
+    with interrupts.signals_raise():
+        second_signal.start()
+        with pytest.raises(_ExitedAtOnce):
+            startup._wait_for_the_compile(compiling)
+    assert exits == [cli.EXIT_INTERRUPTED]
+    assert capsys.readouterr().err == ("[signal] exiting now, before the compile ends; nothing to "
+                                       "save (earlier checkpoints are intact)\n")
+
+
+def test_a_finished_compile_is_waited_for_without_exiting(monkeypatch):
+    monkeypatch.setattr(startup, "_exit_at_once", lambda code: pytest.fail("exited"))
+    compiled = concurrent.futures.Future()
+    compiled.set_exception(RuntimeError("the compile failed"))  # its error is the caller's
+    startup._wait_for_the_compile(compiled)
 
 
 def test_wandb_starts_while_the_first_chunk_runs_and_an_interrupt_then_exits_7(
