@@ -61,7 +61,8 @@ def latest_checkpoint(checkpoint_dir: str | pathlib.Path) -> pathlib.Path:
                               "current one)")
     root = pathlib.Path(checkpoint_dir)
     if not root.is_dir():
-        raise PolicyLoadError(f"checkpoint directory not found: {root}")
+        raise PolicyLoadError(f"--checkpoint-dir {root} is not a directory" if root.exists()
+                              else f"checkpoint directory not found: {root}")
     candidates = [path for folder in [root, *sorted(p for p in root.iterdir() if p.is_dir())]
                   for path in folder.iterdir() if path.is_file() and ckpt.is_policy_file(path.name)]
     if not candidates:
@@ -138,6 +139,10 @@ def load_policy(source: str | pathlib.Path, path: pathlib.Path | None = None) ->
     if not all(np.issubdtype(dtype, np.floating) for dtype in dtypes):
         raise PolicyLoadError(f"{path}: parameters must be real floating-point arrays, found "
                               f"{', '.join(sorted(str(dtype) for dtype in dtypes))}")
+    # Training never saves these (it stops on a non-finite loss first): a damaged or foreign
+    # file, whose policy would show NaN probabilities.
+    if not all(np.isfinite(np.asarray(leaf)).all() for leaf in jax.tree_util.tree_leaves(params)):
+        raise PolicyLoadError(f"{path}: parameters hold NaN or infinite values")
     try:
         network = net.network_from_config(network_config)
         params = jax.tree_util.tree_map(jnp.asarray, params)

@@ -97,6 +97,9 @@ def restore_runner(fresh, saved: dict, config: TrainConfig, keep_optimizer: bool
         raise ckpt.CheckpointError(
             f"architecture mismatch: checkpoint network {saved['network']} does not fit "
             f"hidden_dim={config.hidden_dim} num_layers={config.num_layers}") from None
+    # Never saved by training (it stops on a non-finite loss first); the first update would.
+    if not all(bool(jnp.isfinite(leaf).all()) for leaf in jax.tree.leaves(params)):
+        raise ckpt.CheckpointError("checkpoint params hold NaN or infinite values")
     # Saved as plain dicts; the runner's may be FrozenDicts (flax's FLAX_RETURN_FROZENDICT).
     if jax.tree.structure(saved["params"]) != jax.tree.structure(
             flax.core.unfreeze(fresh.train.params)):

@@ -154,7 +154,7 @@ def test_scenario_start_and_step_mode(tiny_run, tmp_path, capsys, monkeypatch):
 
 @pytest.mark.parametrize("make_bad_source", ["missing", "empty_dir", "garbage_npz",
                                              "wrong_shape_npz", "vector_kernel_npz",
-                                             "complex_npz", "not_a_checkpoint"])
+                                             "complex_npz", "nan_npz", "not_a_checkpoint"])
 def test_bad_checkpoint_exits_6_with_one_line(make_bad_source, tmp_path, capsys):
     source = tmp_path / "missing.pkl"
     if make_bad_source == "empty_dir":
@@ -168,13 +168,15 @@ def test_bad_checkpoint_exits_6_with_one_line(make_bad_source, tmp_path, capsys)
         network = net.ActorCritic(hidden_dim=8, num_layers=1, num_actions=C.NUM_ACTIONS)
         source = ckpt.save_params(tmp_path / "params_1.npz",
                                   net.init_params(network, jax.random.key(0), obs_dim=12))
-    elif make_bad_source in ("vector_kernel_npz", "complex_npz"):
+    elif make_bad_source in ("vector_kernel_npz", "complex_npz", "nan_npz"):
         network = net.ActorCritic(hidden_dim=8, num_layers=1, num_actions=C.NUM_ACTIONS)
         params = net.init_params(network, jax.random.key(0), obs_dim=1545)
         # A first kernel that is not a matrix, or every array complex: both load as arrays.
-        params = jax.tree_util.tree_map(np.asarray, params)
+        params = jax.tree_util.tree_map(np.array, params)  # writable copies
         if make_bad_source == "vector_kernel_npz":
             params["params"]["torso_0"]["kernel"] = np.zeros(8, np.float32)
+        elif make_bad_source == "nan_npz":  # one weight: its policy would show NaN everywhere
+            params["params"]["torso_0"]["kernel"][3, 5] = np.nan
         else:
             params = jax.tree_util.tree_map(lambda x: x.astype(np.complex64), params)
         source = ckpt.save_params(tmp_path / "final_params.npz", params)
@@ -184,6 +186,8 @@ def test_bad_checkpoint_exits_6_with_one_line(make_bad_source, tmp_path, capsys)
     assert watch_main([str(source), "--delay", "0"]) == cli.EXIT_BAD_CHECKPOINT
     err = capsys.readouterr().err
     assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+    if make_bad_source == "nan_npz":
+        assert err.endswith(f"{source}: parameters hold NaN or infinite values\n")
 
 
 @pytest.mark.parametrize("argv, error", [
@@ -202,6 +206,10 @@ def test_a_count_below_one_is_named_with_its_value(argv, error, capsys):
 def test_latest_in_empty_dir_and_bad_arguments(tmp_path, capsys):
     assert watch_main(["--latest", "--checkpoint-dir", str(tmp_path)]) == cli.EXIT_BAD_CHECKPOINT
     assert watch_main(["--latest", "--checkpoint-dir", str(tmp_path / "nope")]) == 6
+    (tmp_path / "notes.txt").write_text("a file, not a folder of runs\n")
+    assert watch_main(["--latest", "--checkpoint-dir", str(tmp_path / "notes.txt")]) == 6
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        f"watch_jax_agent.py: error: --checkpoint-dir {tmp_path / 'notes.txt'} is not a directory")
     for bad_arguments in ([], ["x.pkl", "--latest"], ["x.pkl", "--episodes", "0"],
                           ["x.pkl", "--seed", "4294967296"], ["x.pkl", "--seed", "-1"],
                           *(["x.pkl", "--delay", delay] for delay in

@@ -31,18 +31,19 @@ specs/agent-tools.md):
   - unknown keys anywhere (a checkpoint, its network record, its config, its run options, an
     unused array under params/ of an .npz) and a missing optional key (those that newer versions
     added: run_name, forked_from, run_options, explicit_config, metrics_window, saved_at);
-  - NaN and inf params: the documented checks are of layout (keys, counts, shapes, real
-    floating dtypes), not of values (a resume of one then stops with the documented exit 2
-    "non-finite loss" at its first update);
+  - NaN and inf params are refused by all (training never saves them: it stops on a non-finite
+    loss first), NaN and inf optimizer state is not (a resume of one then stops with the
+    documented exit 2 "non-finite loss" at its first update);
   - the tools read the policy only (network record, counters, params): broken optimizer, env or
     training-config fields load, so a config that an older version accepted still loads for
     watching and evaluation (specs/training.md); a params .npz of any ActorCritic that fits this
     game loads;
-  - the trainer builds its network from `config`: the network record is checked for obs_dim and
-    num_actions only, and leaves of another real numeric dtype are cast to the run's (int and
-    bool params included, which the tools refuse: they ask for real floating-point params),
-    except where the cast is not exact: floats, or integers out of range, in an integer leaf;
-    text, object and complex leaves are refused, as by the tools (they are not numbers);
+  - the trainer builds its network from `config`, the tools from the network record: a record
+    whose hidden_dim or num_layers disagrees with the config is refused by the trainer too;
+    the trainer casts leaves of another real numeric dtype to the run's (int and bool params
+    included, which the tools refuse: they ask for real floating-point params), except where
+    the cast is not exact: floats, or integers out of range, in an integer leaf; text, object
+    and complex leaves are refused, as by the tools (they are not numbers);
   - a checkpoint's config must give every field (a missing one would take today's default),
     but num_devices, which came later;
   - a huge update count resumes; timesteps past the total leave nothing to train (exit 0 before
@@ -489,7 +490,7 @@ STATE_CHANGES = [
     # The network record: the tools build from it, the trainer from the config.
     ("network_obs_dim_1000", put("network", "obs_dim", value=1000), REFUSED, REFUSED),
     ("network_num_actions_27", put("network", "num_actions", value=27), REFUSED, REFUSED),
-    ("network_hidden_dim_64", put("network", "hidden_dim", value=64), ACCEPTED, REFUSED),
+    ("network_hidden_dim_64", put("network", "hidden_dim", value=64), REFUSED, REFUSED),
     ("network_num_layers_missing", put("network", "num_layers", value=REMOVE), REFUSED, REFUSED),
     ("network_hidden_dim_text", put("network", "hidden_dim", value="32"), REFUSED, REFUSED),
     ("network_hidden_dim_true", put("network", "hidden_dim", value=True), REFUSED, REFUSED),
@@ -524,9 +525,9 @@ STATE_CHANGES = [
      REFUSED, REFUSED),
     ("params_text", every_leaf("params", lambda leaf: leaf.astype(str)), REFUSED, REFUSED),
     ("params_objects", every_leaf("params", lambda leaf: leaf.astype(object)), REFUSED, REFUSED),
-    ("params_one_nan", edit(*KERNEL_0, make=with_nan), ACCEPTED, ACCEPTED),
+    ("params_one_nan", edit(*KERNEL_0, make=with_nan), REFUSED, REFUSED),
     ("params_all_inf", every_leaf("params", lambda leaf: np.full_like(leaf, np.inf)),
-     ACCEPTED, ACCEPTED),
+     REFUSED, REFUSED),
     # Optimizer state, env state and the other arrays: the trainer's only.
     ("opt_state_a_leaf_fewer", edit("opt_state", make=lambda leaves: leaves[:-1]),
      REFUSED, ACCEPTED),
@@ -632,9 +633,9 @@ ARRAY_CHANGES = [
         k: v.astype(dtype) for k, v in arrays.items()}, outcome)
       for dtype, outcome in [("float64", ACCEPTED), ("float16", ACCEPTED), ("int32", REFUSED),
                              ("bool", REFUSED), ("complex64", REFUSED), ("str", REFUSED)]],
-    ("npz_with_nan", lambda arrays: {k: with_nan(v) for k, v in arrays.items()}, ACCEPTED),
+    ("npz_with_nan", lambda arrays: {k: with_nan(v) for k, v in arrays.items()}, REFUSED),
     ("npz_all_inf", lambda arrays: {k: np.full_like(v, np.inf) for k, v in arrays.items()},
-     ACCEPTED),
+     REFUSED),
 ]
 
 
