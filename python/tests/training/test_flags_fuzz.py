@@ -67,6 +67,7 @@ import pytest
 
 from hackmatrix.training import checkpoint as ckpt
 from hackmatrix.training import cli, startup
+from hackmatrix.training.arguments import RESUME_NEWEST
 from hackmatrix.training.config import TrainConfig
 
 SEED = 20260527
@@ -619,8 +620,11 @@ def expect_parsed(given: dict, ws: Path, available: int) -> Expected:
         problems.append((3, "--run-name"))
     if checkpoint_dir == "":
         problems.append((3, "--checkpoint-dir"))
-    if "resume" in given:
-        saved = resume_target(ws, given["resume"], checkpoint_dir, run_name)
+    if given.get("resume") == "":  # specs/training.md: an empty PATH, not the newest run
+        problems.append((3, "--resume"))
+    elif "resume" in given:
+        path = None if given["resume"] is RESUME_NEWEST else given["resume"]  # --resume alone
+        saved = resume_target(ws, path, checkpoint_dir, run_name)
         if saved is None:
             problems.append((6, "checkpoint"))
     options = run_options(given, saved)
