@@ -97,7 +97,8 @@ def restore_runner(fresh, saved: dict, config: TrainConfig, keep_optimizer: bool
         raise ckpt.CheckpointError(
             f"architecture mismatch: checkpoint network {saved['network']} does not fit "
             f"hidden_dim={config.hidden_dim} num_layers={config.num_layers}") from None
-    # Never saved by training (it stops on a non-finite loss first); the first update would.
+    # Training never saves these (it stops on a non-finite loss first), and a resume from them
+    # would only stop on one at its first update, after compiling.
     if not all(bool(jnp.isfinite(leaf).all()) for leaf in jax.tree.leaves(params)):
         raise ckpt.CheckpointError("checkpoint params hold NaN or infinite values")
     # Saved as plain dicts; the runner's may be FrozenDicts (flax's FLAX_RETURN_FROZENDICT).
