@@ -51,6 +51,8 @@ def read_metrics(run_dir: str | pathlib.Path) -> list[dict]:
     (a run killed mid-write leaves a truncated last line; a binary file, such as a checkpoint
     named by mistake, has none). A byte-order mark, which some editors add, is ignored."""
     path = metrics_path(run_dir)
+    if path.is_dir():  # a folder that bears the file's name
+        raise MetricsError(f"{path} is a directory, not a metrics file")
     if not path.is_file():
         folder = pathlib.Path(run_dir)
         runs = (sorted(child.parent.name for child in folder.glob(f"*/{METRICS_FILE}"))

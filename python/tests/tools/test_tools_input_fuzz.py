@@ -294,7 +294,11 @@ def test_metrics_that_cannot_be_plotted_exit_6_writing_nothing(make_metrics, tmp
     make_metrics(run_dir / "metrics.jsonl")
     before = snapshot(run_dir)
     for source in (run_dir, run_dir / "metrics.jsonl"):
-        assert_refused_with_6(run_cli(PLOT, [str(source)]), run_dir, before, source)
+        outcome = run_cli(PLOT, [str(source)])
+        assert_refused_with_6(outcome, run_dir, before, source)
+        if source == run_dir and (run_dir / "metrics.jsonl").is_dir():
+            assert outcome.err.endswith(
+                f"{run_dir / 'metrics.jsonl'} is a directory, not a metrics file\n"), outcome.err
 
 
 def test_unreadable_metrics_exit_6(tmp_path, monkeypatch):
