@@ -219,7 +219,7 @@ def play(state, key, reset_key, color: bool, scenario_path=None) -> None:
 
     from hackmatrix import game, xla_options
     from hackmatrix.game import action_mask
-    from hackmatrix.tools import compile_ahead
+    from hackmatrix.tools import compile_ahead, report
 
     options = xla_options.compiler_options()
     reset = jax.jit(game.reset, compiler_options=options)
@@ -244,8 +244,7 @@ def play(state, key, reset_key, color: bool, scenario_path=None) -> None:
         if not mask.any():
             # A scenario can wall the player in with nothing to spend; any action would then
             # only end the episode as invalid, so say so instead of prompting forever.
-            print("No action is valid: no direction is open, there is no data siphon and no "
-                  "program can run. The game cannot go on.")
+            print(f"No action is valid: {report.NO_VALID_ACTION_REASON}. The game cannot go on.")
             return
         action = read_action(
             mask, lambda invalid: why_invalid(state, invalid, np.asarray(program_applicable(state))),

@@ -5,6 +5,10 @@ from __future__ import annotations
 from hackmatrix.game import constants as C
 
 
+# Why no action is valid (a scenario can wall the player in; a real game never does).
+NO_VALID_ACTION_REASON = "no direction is open, there is no data siphon and no program can run"
+
+
 def action_name(action: int) -> str:
     return C.ACTION_NAMES[action] if 0 <= action < C.NUM_ACTIONS else f"action {action}"
 

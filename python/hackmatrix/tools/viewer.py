@@ -237,8 +237,8 @@ def _play(loaded, options: ViewerOptions, out: TextIO, read_line: Callable[[], s
             summaries.append(summary)
             board = [] if options.step_mode else [renderer.render(game_state, color=options.color)]
             show("\n".join([f"{header} finished ===", *board,
-                            "no action is valid: no direction is open, there is no data siphon "
-                            "and no program can run", _summary_text(summary)]))
+                            f"no action is valid: {report.NO_VALID_ACTION_REASON}",
+                            _summary_text(summary)]))
             continue
         summary = _summary(steps, episode_return, game_state, action_counts,
                            won=bool(info["won"]), end=_end_reason(info))

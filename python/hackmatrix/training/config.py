@@ -173,7 +173,8 @@ def validate(config: TrainConfig) -> None:
     # As for the batch: a larger array is more than XLA's 32-bit indices can address.
     if config.hidden_dim ** 2 > MAX_COUNT:
         raise ConfigError(f"--hidden-dim {config.hidden_dim} makes hidden weight matrices of "
-                          f"{config.hidden_dim ** 2} entries, over {MAX_COUNT}: at most 46340")
+                          f"{config.hidden_dim ** 2} entries, over {MAX_COUNT}: at most "
+                          f"{math.isqrt(MAX_COUNT)}")
     if config.batch_size > MAX_COUNT:
         raise ConfigError(f"batch size {config.batch_size} (num_envs {config.num_envs} x num_steps "
                           f"{config.num_steps}) is over {MAX_COUNT}")
