@@ -193,6 +193,26 @@ def test_a_shared_cell_stays_occupied_while_an_enemy_that_did_not_act_holds_it()
         assert list(zip(r, c)) == [(2, 0), (1, 0), (3, 1)]
 
 
+def test_a_shared_cell_stays_occupied_while_an_earlier_cellmate_that_stayed_holds_it():
+    # Player (0,0) walled in by blocks (0,1) and (1,0); a daemon and a glitch stacked on (1,1),
+    # whose other neighbours are the block (1,2) and a glitch on (2,1). The daemon can only go
+    # up, so when it acts before the glitch on (2,1) it stays; its cellmate glitch always steps
+    # down through the block onto (0,1). The (1,1) glitch leaving must not free (1,1) while the
+    # daemon, processed earlier, still stands there: the (2,1) glitch then always goes left to
+    # (2,0), never down onto the daemon (order daemon, its cellmate, the other glitch: 1 in 6).
+    state = setup(player={"row": 0, "col": 0},
+                  blocks=[{"row": r, "col": c, "type": "data", "points": 1}
+                          for r, c in [(0, 1), (1, 0), (1, 2)]],
+                  enemies=[enemy("daemon", 1, 1), enemy("glitch", 1, 1), enemy("glitch", 2, 1)])
+    outcomes = _run_seeds(jax.random.split(jax.random.PRNGKey(3), 64), state, jnp.asarray(True))
+    rows = np.asarray(outcomes.core.enemies.row[:, :3])
+    cols = np.asarray(outcomes.core.enemies.col[:, :3])
+    seen = {tuple(zip(r.tolist(), c.tolist())) for r, c in zip(rows, cols)}
+    # The daemon stays (it came before the (2,1) glitch) or follows it up to (2,1).
+    assert seen == {((1, 1), (0, 1), (2, 0)), ((2, 1), (0, 1), (2, 0))}
+    assert (np.asarray(outcomes.core.hp) == 3).all()
+
+
 # ------------------------------------------------------------------------------------------
 # Hatching (§8 step 3).
 

@@ -256,6 +256,23 @@ def test_rules_two_and_three_deep_in_the_longest_corridor():
     assert move(far, player, blocks=CORRIDOR_WALLS, others=[LONGEST[22]]) == far
 
 
+def test_rule1_takes_the_long_way_round_pieces_at_any_depth():
+    # The longest corridor with its wall (3,5) opened: (2,5) = LONGEST[7] and (4,5) =
+    # LONGEST[23] now also meet through (3,5), closing a loop. Rule 1 must find first steps
+    # up to 22 deep even when a piece makes the way round long (a rule-2 step or the greedy
+    # rule 3 would go elsewhere).
+    loop_walls = [cell for cell in CORRIDOR_WALLS if cell != (3, 5)]
+    player = LONGEST[0]
+    # A piece on (3,4) = LONGEST[9] cuts the short way from (3,2) = LONGEST[11]: the way round
+    # the loop starts down, its first step (2,2) 20 steps from the player (through the piece,
+    # the way right is 10 steps shorter).
+    assert move(LONGEST[11], player, blocks=loop_walls, others=[LONGEST[9]]) == LONGEST[12]
+    # A piece on (3,5) itself: from (5,5) = LONGEST[22] the free way goes left along the
+    # corridor, its first step (5,4) 21 steps from the player; down (4,5) leads only to the
+    # piece (through it, the way down is 12 steps shorter).
+    assert move(LONGEST[22], player, blocks=loop_walls, others=[(3, 5)]) == LONGEST[21]
+
+
 def _induced_walk(rng, min_length=14):
     """A random self-avoiding walk that never touches its own earlier cells sideways (an
     induced path), at least `min_length` cells long."""
