@@ -195,6 +195,19 @@ def test_walking_onto_a_data_siphon_collects_it_but_not_the_resource_there():
     assert int(moved.core.energy) == 0
 
 
+@pytest.mark.parametrize("kind", ["credits", "energy"])
+def test_a_collected_pickup_leaves_either_kind_of_resource_on_its_cell(kind):
+    """§6.1: any credits/energy on a collected pickup's cell stay there, whichever kind."""
+    d = {"player": {"row": 0, "col": 0},
+         "resources": [{"row": 0, "col": 1, kind: 3}, {"row": 0, "col": 1, "dataSiphon": True}]}
+    moved, outcome = resolve(d, RIGHT)
+    cells = moved.core.cells
+    assert bool(outcome.data_siphon_collected) and int(cells.content[0, 1]) == C.EMPTY
+    assert (int(cells.credits[0, 1]), int(cells.energy[0, 1])) == (
+        (3, 0) if kind == "credits" else (0, 3))
+    assert (int(moved.core.credits), int(moved.core.energy)) == (0, 0)
+
+
 def test_walking_never_picks_up_credits_or_energy():
     d = {"player": {"row": 2, "col": 2, "credits": 1, "energy": 1},
          "resources": [{"row": 3, "col": 2, "credits": 3}]}

@@ -48,6 +48,15 @@ def test_an_enemy_on_a_block_makes_the_direction_valid():
     assert mask(d)[RIGHT]
 
 
+@pytest.mark.parametrize("hp", [0, -1])
+def test_an_enemy_given_no_hp_on_a_block_still_makes_the_direction_valid(hp):
+    """§4.1 counts any enemy standing on the block, as §4.3 does for programs."""
+    d = {"player": {"row": 2, "col": 2},
+         "blocks": [{"row": 1, "col": 2, "type": "data", "points": 3}],
+         "enemies": [{"type": "daemon", "row": 1, "col": 2, "hp": hp}]}
+    assert mask(d)[DOWN]
+
+
 def test_a_transmission_alone_on_a_block_leaves_the_direction_out():
     """Setup-only exception (§4.1): not in the list, though executing it would succeed."""
     d = {"player": {"row": 2, "col": 2},
