@@ -32,6 +32,21 @@ def test_minibatch_size_and_gradient_steps_stay_near_targets(num_envs, minibatch
     assert (config.num_minibatches, config.update_epochs) == (minibatches, epochs)
 
 
+def test_epochs_round_to_the_count_nearest_32_gradient_steps():
+    config, changes = scaled(768)  # 98,304 steps: 12 minibatches of 8,192
+    # 32 / 12 = 2.67 epochs: 3 (36 gradient steps), not 2 (24).
+    assert (config.num_minibatches, config.update_epochs) == (12, 3)
+    assert changes == {"num_minibatches": (4, 12), "update_epochs": (4, 3)}
+
+
+def test_auto_scaling_never_goes_below_the_configured_minibatches():
+    # 2048 x 128 with 64 minibatches configured (not set by the user): 32 would be nearer the
+    # 8,192 target, but auto-scaling only ever raises the count.
+    config, changes = scaled(2048, num_minibatches=64)
+    assert (config.num_minibatches, config.update_epochs) == (64, 1)
+    assert changes == {"update_epochs": (4, 1)}
+
+
 def test_odd_batch_gets_a_divisor_near_the_target():
     config, _ = scaled(1000, 100)  # 100,000 steps: target ~12.2 minibatches
     assert config.batch_size % config.num_minibatches == 0

@@ -55,3 +55,13 @@ def test_gradients_are_finite_under_the_mask():
     grads = jax.grad(loss)(jnp.asarray(logits))
     assert np.isfinite(np.asarray(grads)).all()
     assert (np.asarray(grads)[~mask] == 0).all()
+
+
+def test_masked_actions_get_the_dtype_minimum_log_prob():
+    logits, mask = random_batch(3)
+    all_log_probs = np.asarray(distribution.log_probs(jnp.asarray(logits), jnp.asarray(mask)))
+    assert (all_log_probs[~mask] == np.finfo(np.float32).min).all()
+    # Row 0 allows only action 5: a masked action there has probability 0, not 1.
+    actions = jnp.zeros(len(mask), jnp.int32)
+    got = distribution.log_prob(jnp.asarray(logits), jnp.asarray(mask), actions)
+    assert float(got[0]) == np.finfo(np.float32).min

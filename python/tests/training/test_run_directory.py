@@ -115,6 +115,18 @@ def test_a_resume_interrupted_during_set_up_leaves_the_run_directory_as_it_was(
     assert "interrupted by SIGINT during set-up" in capsys.readouterr().err
 
 
+def test_a_resume_with_fewer_envs_continues_the_runs_timestep_count(run_copy, monkeypatch,
+                                                                     capsys):
+    # checkpoint_2 is at 2 updates of 8 x 16 = 256 timesteps: with 4 envs, the remaining 512 of
+    # the run's 768 take 8 updates of 64 (stopped before compiling).
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+    monkeypatch.setattr(startup, "build_runner_and_chunk", interrupted)
+    assert resume(run_copy.parent, str(run_copy / "checkpoint_2.pkl"),
+                  "--num-envs", "4") == cli.EXIT_INTERRUPTED
+    assert f"[config] updates=2->10 total_timesteps={8 * 16 * UPDATES} " in capsys.readouterr().out
+
+
 def test_a_finished_run_resumed_has_nothing_to_do_and_changes_nothing(run_copy, capsys):
     before = {path.name: path.stat().st_mtime_ns for path in run_copy.iterdir()}
     assert resume(run_copy.parent, "--run-name", "done") == 0
