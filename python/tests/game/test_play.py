@@ -3,6 +3,7 @@
 import json
 import os
 import pathlib
+import re
 import signal
 import subprocess
 import sys
@@ -153,3 +154,35 @@ def test_save_writes_the_current_state_as_a_scenario(tmp_path):
     assert state["player"]["row"] == 4 and state["player"]["col"] == 3
     assert state["turn"] == 1
     assert scenario.to_dict(scenario.from_dict(state)) == state
+
+
+def test_keys_numbers_and_program_names_map_to_their_actions(tmp_path):
+    # 0 = up by number, s = down, the left arrow (ESC [ D), then PUSH by name; the player
+    # sees the board as the observation has it (no hidden cryptog, no watcher's legend).
+    scenario = {"player": {"row": 3, "col": 3, "energy": 2}, "ownedPrograms": ["PUSH"],
+                "enemies": [{"type": "cryptog", "row": 0, "col": 0, "hp": 1}]}
+    result = run_play(tmp_path, scenario, "0\ns\n\x1b[D\npush\nq\n")
+    assert result.returncode == 0, result.stderr
+    boards = result.stdout.split("Valid actions")[:-1]
+    players = []
+    for board in boards:
+        line = next(line for line in board.splitlines() if re.match(r" \d \|.*@", line))
+        players.append((int(line[1]), next(col for col, cell in enumerate(line.split("|")[1:])
+                                           if "@" in cell)))
+    assert players == [(3, 3), (4, 3), (3, 3), (3, 2), (3, 2)]
+    assert "is not valid now" not in result.stdout          # PUSH, which is owned, not PULL
+    assert "c1" not in boards[0] and "hidden from the player" not in boards[0]
+    assert "Energy 2" in boards[-2] and "Energy 0" in boards[-1]
+
+
+def test_a_won_game_names_its_final_score(tmp_path):
+    result = run_play(tmp_path, {"player": {"row": 5, "col": 4, "score": 7}, "stage": 8}, "d\n")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.endswith("You won! Final score 7.\n")
+
+
+def test_the_seed_chooses_the_game(tmp_path):
+    boards = [subprocess.run([sys.executable, str(PLAY), "--seed", seed], input="",
+                             capture_output=True, text=True, timeout=300).stdout
+              for seed in ("1", "1", "2")]
+    assert boards[0] == boards[1] != boards[2]

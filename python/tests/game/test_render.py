@@ -135,3 +135,20 @@ def test_package_level_render_and_fresh_game():
     text = game.render(state)
     assert "@" in text and "EXIT" in text
     assert len({len(line) for line in board_lines(text) if line.startswith("   +")}) == 1
+
+
+def test_show_reveals_cryptogs_and_one_turn_marks_show():
+    # SHOW makes a cryptog off the player's row and column visible (upper case); an enemy
+    # disabled for a single turn is still marked; energy 1 is shown like any other amount.
+    state = scenario.from_dict({
+        "player": {"row": 0, "col": 0}, "showActivated": True, "stepActive": True,
+        "enemies": [{"type": "cryptog", "row": 3, "col": 3, "hp": 2},
+                    {"type": "virus", "row": 4, "col": 4, "hp": 1, "disabledTurns": 1}],
+        "resources": [{"row": 2, "col": 2, "energy": 1}],
+    })
+    text = renderer.render(state)
+    assert cell_text(text, 3, 3) == ("C2", "")
+    assert cell_text(text, 4, 4) == ("V1z", "")
+    assert cell_text(text, 2, 2) == ("", "e1")
+    assert text.splitlines()[-1] == ("HP 3/3  Credits 0  Energy 0  Siphons 0  Score 0  "
+                                     "Stage 1/8  Turn 0  ATK 1  Active: SHOW STEP  Programs: -")

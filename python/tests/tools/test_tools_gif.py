@@ -124,3 +124,16 @@ def test_frames_are_kept_as_the_palette_images_the_gif_stores(tmp_path):
     gif.write_gif([frame], tmp_path / "one.gif", frame_seconds=0.3)
     with Image.open(tmp_path / "one.gif") as written:
         assert written.convert("RGB").tobytes() == frame.convert("RGB").tobytes()
+
+
+def test_status_line_and_frame_duration(tmp_path):
+    state = scenario.from_dict({"player": {"row": 0, "col": 0, "hp": 2, "credits": 5,
+                                           "energy": 4, "dataSiphons": 1, "score": 9,
+                                           "attackDamage": 2}, "stage": 3})
+    assert gif.status_line(state, 2, 7) == (
+        "ep 2  step 7  stage 3  hp 2  cr 5  en 4  siph 1  atk 2  score 9")
+    frames = [gif.render_frame(state, gif.status_line(state, 1, step), "label")
+              for step in (0, 1)]
+    gif.write_gif(frames, tmp_path / "two.gif", frame_seconds=0.45)
+    with Image.open(tmp_path / "two.gif") as written:
+        assert written.n_frames == 2 and written.info["duration"] == 450

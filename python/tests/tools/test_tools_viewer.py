@@ -16,6 +16,7 @@ from PIL import Image
 
 from conftest import SCRIPTS, ReaderLeavesAfter, load_script
 from hackmatrix.game import constants as C
+from hackmatrix.game import scenario
 from hackmatrix.tools import cli, policy, report, viewer
 from hackmatrix.training import checkpoint as ckpt
 from hackmatrix.training import network as net
@@ -374,3 +375,44 @@ def test_reward_components_are_listed_in_the_rules_order():
     components = {"distance": 0.05, "kills": 0.0, "step_penalty": -0.01}
     assert report.reward_line(0.04, components) == (
         "reward +0.040 (step_penalty -0.010, distance +0.050)")
+
+
+def test_a_death_ends_with_died_and_the_mean_line_counts_no_wins(tiny_run):
+    # hp 1, walled in by three daemons of hp 3: whatever the agent does, one attacks it.
+    start = scenario.from_dict({
+        "player": {"row": 0, "col": 0, "hp": 1},
+        "enemies": [{"type": "daemon", "row": 1, "col": 0, "hp": 3},
+                    {"type": "daemon", "row": 0, "col": 1, "hp": 3},
+                    {"type": "daemon", "row": 1, "col": 1, "hp": 3}]})
+    out = io.StringIO()
+    summaries = viewer.watch(policy.load_policy(tiny_run),
+                             viewer.ViewerOptions(episodes=2, delay=0, max_steps=5, color=False,
+                                                  scenario=start), out=out)
+    assert [(s.steps, s.end, s.won) for s in summaries] == [(1, "died", False)] * 2
+    assert out.getvalue().count("won no  end: died\n") == 2
+    assert re.search(r"^2 episodes: mean return [+-]\d+\.\d{3}, mean stage 1\.00, wins 0$",
+                     out.getvalue(), flags=re.MULTILINE)
+
+
+def test_the_chosen_actions_probability_and_deterministic_argmax(tiny_run):
+    loaded = policy.load_policy(tiny_run)
+    for deterministic in (True, False):
+        out = io.StringIO()
+        viewer.watch(loaded, viewer.ViewerOptions(delay=0, max_steps=30, color=False, seed=3,
+                                                  deterministic=deterministic, top_k=28), out=out)
+        steps = re.findall(r"^value [+-][\d.]+ \| (\S+) ([\d.]+)%.*\naction: (\S+) \(([\d.]+)%\)",
+                           out.getvalue(), flags=re.MULTILINE)
+        shown = [dict(re.findall(r"(\S+) ([\d.]+)%", line)) for line in re.findall(
+            r"^value [+-][\d.]+ \| (.*)$", out.getvalue(), flags=re.MULTILINE)]
+        assert steps and len(steps) == len(shown)
+        for (top, top_p, action, action_p), listed in zip(steps, shown):
+            assert listed[action] == action_p  # the chosen action's own probability
+        if deterministic:  # argmax: always the most probable action
+            assert all(action == top for top, _, action, _ in steps)
+        else:  # sampling: not always the top one
+            assert any(action != top for top, _, action, _ in steps)
+
+
+def test_programs_used_most_used_first():
+    assert report.programs_used_text({"WARP": 1, "SIPH+": 3, "CRASH": 1}) == (
+        "SIPH+ x3, CRASH x1, WARP x1")
