@@ -14,7 +14,7 @@ import numpy as np
 from hackmatrix.bench.env import random_valid_action
 from hackmatrix.game import action_mask, batching
 from hackmatrix.game import constants as C
-from hackmatrix.game.env import EnvState, HackMatrixEnv
+from hackmatrix.game.env import EnvParams, EnvState, HackMatrixEnv
 from test_fuzz import random_scenario
 
 ENV = HackMatrixEnv()
@@ -39,7 +39,8 @@ def test_compacted_map_runs_fn_exactly_on_needed_rows():
     for needed in ([0, 1, 1, 0, 1, 1, 1, 0, 1, 1],   # 7 needed: three chunks of 3
                    [0] * 10,                         # none: no chunk runs
                    [1] * 10,                         # all
-                   [1, 0, 0, 0, 0, 0, 0, 0, 0, 0]):  # one: a partial chunk
+                   [1, 0, 0, 0, 0, 0, 0, 0, 0, 0],   # one: a partial chunk
+                   [1, 1, 0, 1, 0, 0, 1, 1, 0, 1]):  # 6 needed: exactly two full chunks
         needed = np.asarray(needed, bool)
         mapped, negated = run(jnp.asarray(needed), x, y)
         np.testing.assert_array_equal(mapped, np.where(needed, x * 10 + y, -1))
@@ -73,8 +74,9 @@ def test_compacted_map_with_fallback_as_input_reads_each_rows_own_fallback():
 
 @jax.jit
 @chex.assert_max_traces(n=1)
-def _both_steps(keys, states, actions):
-    return jax.vmap(ENV.step)(keys, states, actions), ENV.batch_step(keys, states, actions)
+def _both_steps(keys, states, actions, params):
+    return (jax.vmap(ENV.step, in_axes=(0, 0, 0, None))(keys, states, actions, params),
+            ENV.batch_step(keys, states, actions, params))
 
 
 def test_batch_step_equals_vmapped_step_bit_for_bit():
@@ -86,7 +88,8 @@ def test_batch_step_equals_vmapped_step_bit_for_bit():
     for _ in range(NUM_STEPS):
         key, action_key, step_key = jax.random.split(key, 3)
         actions = random_valid_action(action_key, masks).astype(jnp.int32)
-        plain, batched = _both_steps(jax.random.split(step_key, NUM_ENVS), states, actions)
+        plain, batched = _both_steps(jax.random.split(step_key, NUM_ENVS), states, actions,
+                                     ENV.default_params)
         for a, b in zip(jax.tree_util.tree_leaves(plain), jax.tree_util.tree_leaves(batched),
                         strict=True):
             assert a.dtype == b.dtype
@@ -101,3 +104,22 @@ def test_batch_step_equals_vmapped_step_bit_for_bit():
     # The comparison covered every compacted branch, several at once in some steps.
     assert programs >= 2 * NUM_STEPS // 4 and generations >= 2
     assert siphons >= NUM_STEPS // 4 and placements >= NUM_STEPS // 4, (siphons, placements)
+
+
+def test_batch_step_truncates_with_the_given_params():
+    """`max_steps_in_episode` is a traced param: the batch truncates (and auto-resets) the envs
+    that reach it, as `vmap(step)` does, with the same compiled step."""
+    games = jax.jit(jax.vmap(random_scenario))(jax.random.split(jax.random.PRNGKey(4), NUM_ENVS))
+    times = jnp.asarray([0, 1, 2, 3, 4, 5, 6, 7], jnp.int32)
+    states = EnvState(game=games, time=times)
+    actions = jnp.full((NUM_ENVS,), C.ACTION_WAIT, jnp.int32)
+    plain, batched = _both_steps(jax.random.split(jax.random.PRNGKey(6), NUM_ENVS), states,
+                                 actions, EnvParams(max_steps_in_episode=5))
+    for a, b in zip(jax.tree_util.tree_leaves(plain), jax.tree_util.tree_leaves(batched),
+                    strict=True):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    _, next_states, _, done, info = batched
+    game_over = np.asarray(info["death"] | info["won"] | info["invalid_action"])
+    np.testing.assert_array_equal(info["truncated"], (np.asarray(times) >= 4) & ~game_over)
+    np.testing.assert_array_equal(done, (np.asarray(times) >= 4) | game_over)
+    np.testing.assert_array_equal(next_states.time, np.where(done, 0, np.asarray(times) + 1))

@@ -21,6 +21,7 @@ import compiled
 ENV = HackMatrixEnv()
 PARAMS = ENV.default_params
 RESET = jax.jit(ENV.reset_env)
+BATCH_RESET = jax.jit(ENV.batch_reset)
 KEY = jax.random.PRNGKey(0)
 UP, RIGHT = 0, 3
 BATCH = 4
@@ -280,7 +281,7 @@ def test_gymnax_spaces_describe_the_actions_and_features():
     assert not actions.contains(3.7) and actions.contains(3.0)
 
     assert features_space.shape == (1545,) and features_space.dtype == jnp.float32
-    obs, _ = jax.vmap(RESET, in_axes=(0, None))(jax.random.split(KEY, BATCH), PARAMS)
+    obs, _ = BATCH_RESET(jax.random.split(KEY, BATCH), PARAMS)
     assert all(features_space.contains(features) for features in obs.features)
     # Beyond play's ranges, the uncapped features pass 1 and stay inside the space.
     features, _ = expected_observation(scenario.from_dict({
@@ -297,3 +298,33 @@ def test_gymnax_spaces_describe_the_actions_and_features():
         "player": {"row": 0, "col": 0},
         "transmissions": [{"row": 2, "col": 2, "turnsRemaining": -3, "enemyType": "virus"}]}))
     assert features[33 + 14 * 42 + 36] == -0.75 and features_space.contains(features)
+
+
+def test_feature_space_leaves_every_uncapped_feature_unbounded():
+    """§15: attackDamage, block points and spawn count, and cell credits and energy have no cap
+    and the transmission countdown no floor (a scenario may set them beyond play): the space
+    must contain them past 1 and below -1."""
+    features, _ = expected_observation(scenario.from_dict({
+        "player": {"row": 0, "col": 0, "attackDamage": 5},
+        "blocks": [{"row": 2, "col": 3, "type": "data", "points": 18, "spawnCount": 27}],
+        "resources": [{"row": 4, "col": 4, "credits": 6}, {"row": 4, "col": 5, "energy": 9}],
+        "transmissions": [{"row": 1, "col": 1, "turnsRemaining": -10, "enemyType": "virus"}]}))
+
+    def cell(row, col, channel):
+        return 33 + (row * 6 + col) * 42 + channel
+
+    assert features[7] == 2.0  # (attackDamage - 1) / 2
+    assert features[cell(2, 3, 10)] == 2.0 and features[cell(2, 3, 35)] == 3.0
+    assert features[cell(4, 4, 37)] == 2.0 and features[cell(4, 5, 38)] == 3.0
+    assert features[cell(1, 1, 36)] == -2.5  # the countdown has no lower bound either
+    assert ENV.observation_space(PARAMS).contains(features)
+
+
+def test_batch_reset_resets_each_env_from_its_own_key():
+    keys = jax.random.split(KEY, BATCH)
+    obs, states = BATCH_RESET(keys, PARAMS)
+    for i, key in enumerate(keys):
+        row = jax.tree_util.tree_map(lambda x, i=i: x[i], (obs, states))
+        assert_trees_equal(row, RESET(key, PARAMS))
+    # Independent games: no two share a board.
+    assert len({np.asarray(obs.features[i]).tobytes() for i in range(BATCH)}) == BATCH
