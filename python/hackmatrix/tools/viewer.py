@@ -232,26 +232,18 @@ def _play(loaded, options: ViewerOptions, out: TextIO, read_line: Callable[[], s
                 break
 
         if stuck:
-            summary = _summary(steps, episode_return, game_state, action_counts, won=False,
-                               end=NO_VALID_ACTION)
-            summaries.append(summary)
-            board = [] if options.step_mode else [renderer.render(game_state, color=options.color)]
-            show("\n".join([f"{header} finished ===", *board,
-                            f"no action is valid: {report.NO_VALID_ACTION_REASON}",
-                            _summary_text(summary)]))
-            continue
-        summary = _summary(steps, episode_return, game_state, action_counts,
-                           won=bool(info["won"]), end=_end_reason(info))
-        summaries.append(summary)
-        if options.step_mode:  # the last step's action and board are just above
-            show(f"{header} finished ===\n{_summary_text(summary)}")
+            won, end = False, NO_VALID_ACTION
+            why_it_ended = [f"no action is valid: {report.NO_VALID_ACTION_REASON}"]
         else:
-            show("\n".join([
-                f"{header} finished ===",
-                renderer.render(game_state, color=options.color),
+            won, end = bool(info["won"]), _end_reason(info)
+            # In step mode the last step's action and board are just above.
+            why_it_ended = [] if options.step_mode else [
                 f"last action: {report.action_name(action)}  "
-                f"{report.reward_line(float(reward), components)}",
-                _summary_text(summary)]))
+                f"{report.reward_line(float(reward), components)}"]
+        summary = _summary(steps, episode_return, game_state, action_counts, won=won, end=end)
+        summaries.append(summary)
+        board = [] if options.step_mode else [renderer.render(game_state, color=options.color)]
+        show("\n".join([f"{header} finished ===", *board, *why_it_ended, _summary_text(summary)]))
         if options.delay > 0 and episode < options.episodes and not waiting_for_enter:
             time.sleep(options.delay)
 
