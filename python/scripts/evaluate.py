@@ -66,7 +66,8 @@ def main(argv=None) -> int:
                         help=".pkl checkpoint, params .npz or run directory (none: the "
                              "baselines only)")
     parser.add_argument("--latest", action="store_true",
-                        help="also evaluate the newest checkpoint under --checkpoint-dir")
+                        help="also evaluate the newest policy file (checkpoint .pkl or params .npz) "
+                             "under --checkpoint-dir")
     parser.add_argument("--checkpoint-dir", default="checkpoints",
                         help="where --latest looks, run folders included (default: checkpoints)")
     parser.add_argument("--baselines", default="random,exit-runner", metavar="NAMES",

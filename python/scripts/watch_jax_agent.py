@@ -2,8 +2,8 @@
 """Watch a trained agent play HackMatrix in the terminal; optionally save an animated GIF.
 
 CHECKPOINT is a full checkpoint_*.pkl, a params .npz (final_params.npz too) or a run directory;
---latest takes the newest checkpoint under --checkpoint-dir instead, looking inside the run
-folders. The network architecture comes from the checkpoint (inferred from the parameter
+--latest takes the newest of those files under --checkpoint-dir instead, looking inside the
+run folders. The network architecture comes from the checkpoint (inferred from the parameter
 shapes for a bare .npz).
 
 Each step shows the board before the action, the value estimate and the top valid actions with
@@ -33,7 +33,8 @@ def main(argv=None) -> int:
     parser.add_argument("checkpoint", nargs="?", metavar="CHECKPOINT", type=cli.input_path,
                         help=".pkl checkpoint, params .npz or run directory")
     parser.add_argument("--latest", action="store_true",
-                        help="watch the newest checkpoint under --checkpoint-dir")
+                        help="watch the newest policy file (checkpoint .pkl or params .npz) under "
+                             "--checkpoint-dir")
     parser.add_argument("--checkpoint-dir", default="checkpoints",
                         help="where --latest looks, run folders included (default: checkpoints)")
     parser.add_argument("--episodes", type=int, default=1, metavar="N", help="episodes (default 1)")

@@ -13,7 +13,8 @@ rows, and 0.75 ms with this layout.
 Moving one step: up/down shift by a nibble (4 bits). Horizontally, inside one source word,
 rows whose cells have even columns move left by one bit and keep their bit moving right; rows
 with odd columns do the opposite. Which rows those are depends on the source word's colour
-(`_ROWS_MOVING_LEFT`), so a wavefront step is `spread(word, colour)` followed by a mask.
+(`EVEN_ROW_BITS` for the even word, `ODD_ROW_BITS` for the odd one), so a wavefront step is
+`spread(word, colour)` followed by a mask.
 
 All functions work on unbatched scalars and under vmap; boards are NamedTuples (pytrees).
 """
