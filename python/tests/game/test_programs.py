@@ -377,7 +377,7 @@ def test_crash_clears_the_ring_leaving_resources_and_flags():
     assert bool(cells.siphoned[3, 3]) and bool(cells.siphon_center[3, 3])
 
 
-def test_crash_removes_every_piece_in_the_ring_counting_one_kill_per_cell():
+def test_crash_removes_every_piece_in_the_ring_counting_a_kill_per_cell_and_kind():
     scheduled = {"isFromScheduledTask": True}
     d = scene("CRASH", enemies=[
         enemy("daemon", 3, 3),                       # kill
@@ -391,7 +391,8 @@ def test_crash_removes_every_piece_in_the_ring_counting_one_kill_per_cell():
     state, outcome = apply(d, "CRASH")
     assert positions(state) == [(2, 2), (4, 2)]
     assert [(r, c) for r, c, _ in transmissions_of(state)] == [(5, 5)]
-    assert int(outcome.kills) == 1 + 0 + 1 + 2  # enemy cells, then transmission cells
+    # Enemy cells (3,3), (1,1), (2,3); then transmission cells (3,3) again and (1,2).
+    assert int(outcome.kills) == 1 + 0 + 1 + 2
 
 
 def test_crash_rewards_kills_and_its_cost_and_is_free():
