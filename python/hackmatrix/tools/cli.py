@@ -132,8 +132,11 @@ def _checked_output_file(path: str, flag: str, inputs) -> pathlib.Path:
     if output.exists() and not output.is_file():
         raise ToolError(f"{flag} {path}: is not a regular file (a device, pipe or socket)",
                         EXIT_BAD_ARGUMENTS)
-    if output.is_file() and _is_training_output(output.name):
-        raise ToolError(f"{flag} {path}: would replace a file of a training run (checkpoint, "
+    # A new file with such a name is refused too: in a run directory it would pass for the
+    # run's newest checkpoint or params file and break --resume and the tools' run-dir lookup.
+    if _is_training_output(output.name):
+        verb = "would replace" if output.is_file() else "would pose as"
+        raise ToolError(f"{flag} {path}: {verb} a file of a training run (checkpoint, "
                         "params, metrics or summary): choose another name", EXIT_BAD_ARGUMENTS)
     read = [source for source in inputs if source and output.is_file()
             and os.path.isfile(source) and os.path.samefile(output, source)]

@@ -315,6 +315,9 @@ def _train(args, signals: _Signals, cleanup: contextlib.ExitStack) -> int:
     if args.wandb is False and args.wandb_mode in ("online", "offline"):
         say(f"[config] note: --no-wandb turns wandb off: --wandb-mode {args.wandb_mode} is "
             "ignored")
+    if args.save_interval is not None and args.save_interval_minutes is not None:
+        say(f"[config] note: --save-interval {args.save_interval} replaces the timer: "
+            f"--save-interval-minutes {args.save_interval_minutes:g} is ignored")
     cache_dir = compilation_cache.enable(lambda message: say(f"[config] warning: {message}"))
     import jax
     import jax.numpy as jnp

@@ -60,7 +60,12 @@ def test_check_output_file_rejects_unwritable_paths_with_exit_3(case, reason, tm
                                   "metrics.jsonl", "summary.json"])
 def test_check_output_file_never_replaces_a_training_runs_file(name, tmp_path):
     # A typo such as `--gif run/checkpoint_16.pkl` must not turn the checkpoint into a GIF.
-    assert cli.check_output_file(str(tmp_path / name), "--gif") == tmp_path / name  # new: fine
+    # A new file under such a name would pass for the run's newest checkpoint or params file
+    # (and break --resume and the tools' run-directory lookup): refused too.
+    with pytest.raises(cli.ToolError, match="would pose as a file of a training run") as error:
+        cli.check_output_file(str(tmp_path / name), "--gif")
+    assert error.value.exit_code == cli.EXIT_BAD_ARGUMENTS
+    assert not (tmp_path / name).exists()
     (tmp_path / name).write_bytes(b"run file")
     with pytest.raises(cli.ToolError, match="would replace a file of a training run") as error:
         cli.check_output_file(str(tmp_path / name), "--gif")

@@ -440,12 +440,18 @@ def test_the_first_windows_pace_leaves_out_wandbs_start(tmp_path, monkeypatch):
     assert first["timesteps"] / first["train/sps"] < 4.0
 
 
-def test_no_wandb_with_a_wandb_mode_says_which_one_wins(tmp_path, capsys):
-    assert train(tmp_path, "quiet", "--wandb-mode", "online") == 0  # `train` adds --no-wandb
+def test_conflicting_flags_say_which_one_wins(tmp_path, capsys):
+    # `train` adds --no-wandb. A timer of 0 minutes would save at every logged update (2, 4).
+    assert train(tmp_path, "quiet", "--wandb-mode", "online", "--save-interval", "5",
+                 "--save-interval-minutes", "0") == 0
     out = capsys.readouterr().out
     assert "[config] note: --no-wandb turns wandb off: --wandb-mode online is ignored" in out
+    assert ("[config] note: --save-interval 5 replaces the timer: --save-interval-minutes 0 is "
+            "ignored") in out
     summary = json.loads((tmp_path / "quiet" / "summary.json").read_text())
     assert summary["wandb"]["mode"] == "disabled"
+    assert sorted(p.name for p in (tmp_path / "quiet").glob("checkpoint_*.pkl")) == [
+        "checkpoint_5.pkl", f"checkpoint_{UPDATES}.pkl"]
 
 
 def test_runner_and_chunk_signatures_ignore_weak_types():
