@@ -305,6 +305,7 @@ def _train(args, signals: _Signals, cleanup: contextlib.ExitStack) -> int:
     if args.resume is not None:
         given = None if args.resume is arguments.RESUME_NEWEST else args.resume
         resume_path = ckpt.find_resume_checkpoint(given, Path(args.checkpoint_dir), args.run_name)
+        resume.check_not_set_aside(resume_path)
         try:
             saved = ckpt.load_checkpoint(resume_path)
         except ckpt.CheckpointError as error:

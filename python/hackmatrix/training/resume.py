@@ -137,6 +137,19 @@ def run_name_of(run_dir: Path) -> str:
     return run_dir.resolve().name
 
 
+def check_not_set_aside(checkpoint: Path) -> None:
+    """Refuse a checkpoint in a run's set-aside folder: that folder is not a run. Resumed in
+    place it would become a run nested in the original one, holding only the updates after
+    its branch point."""
+    branch = checkpoint.resolve().parent
+    if branch.parent.name == ckpt.SET_ASIDE_DIR:
+        run_dir = branch.parent.parent
+        raise UsageError(f"{checkpoint} was set aside from run '{run_dir.name}' and is not a run "
+                         "of its own: copy it into a new run directory and resume that "
+                         f"(mkdir {run_dir.parent}/NEW && cp {checkpoint} {run_dir.parent}/NEW/, "
+                         f"then --resume {run_dir.parent}/NEW)")
+
+
 def check_flags(args, saved: dict, run_dir: Path, say) -> None:
     if args.run_name and args.run_name != run_name_of(run_dir):
         raise UsageError(f"--run-name {args.run_name} but the checkpoint belongs to run "

@@ -67,6 +67,25 @@ def test_resume_from_an_earlier_checkpoint_sets_the_later_files_aside(run_copy, 
     newest = ckpt.load_checkpoint(ckpt.newest_checkpoint(run_copy))
     assert newest["config"]["seed"] == 1 and newest["run_options"]["save_interval"] == 2
 
+    # The set-aside branch is not a run: resuming it in place is refused, with the way out.
+    for path in (aside, aside / "checkpoint_4.pkl"):
+        assert resume(run_copy.parent, str(path)) == cli.EXIT_BAD_ARGUMENTS
+        err = capsys.readouterr().err
+        assert f"was set aside from run '{run_copy.name}' and is not a run of its own" in err
+        assert err.count("\n") == 1
+    assert sorted(p.name for p in aside.iterdir()) == [
+        "checkpoint_4.pkl", "checkpoint_6.pkl", "final_params.npz", "metrics.jsonl",
+        "params_4.npz", "params_6.npz"]
+    # The way out: the checkpoint copied into a run directory of its own goes on from there.
+    branch = run_copy.parent / "branch"
+    branch.mkdir()
+    shutil.copy(aside / "checkpoint_4.pkl", branch)
+    assert resume(run_copy.parent, str(branch)) == 0
+    assert "it goes on as run 'branch'" in capsys.readouterr().out
+    assert updates_in(branch / "metrics.jsonl") == [6]
+    assert_same_params(load_params(aside / "final_params.npz"),
+                       load_params(branch / "final_params.npz"))
+
 
 def test_a_checkpoint_saved_inside_a_log_window_keeps_its_episodes(tmp_path, monkeypatch,
                                                                     capsys):
