@@ -389,6 +389,15 @@ def set_aside(run_dir: Path, paths: list[Path], why: str) -> Path:
     return folder
 
 
+def is_set_aside_folder(path: Path) -> bool:
+    """Whether `path` is a folder that `set_aside` made (by its name and its parent's, so that
+    a checkpoint directory that a user happened to call set_aside is not one)."""
+    path = Path(path)
+    return (path.parent.name == SET_ASIDE_DIR
+            and re.fullmatch(r"(after_update_\d+|earlier_run)_\d{8}-\d{6}(_\d+)?", path.name)
+            is not None)
+
+
 def temp_files(run_dir: Path) -> list[Path]:
     """The temp files of writes that a kill interrupted."""
     run_dir = Path(run_dir)

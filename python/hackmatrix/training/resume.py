@@ -142,7 +142,7 @@ def check_not_set_aside(checkpoint: Path) -> None:
     place it would become a run nested in the original one, holding only the updates after
     its branch point."""
     branch = checkpoint.resolve().parent
-    if branch.parent.name == ckpt.SET_ASIDE_DIR:
+    if ckpt.is_set_aside_folder(branch):
         run_dir = branch.parent.parent
         raise UsageError(f"{checkpoint} was set aside from run '{run_dir.name}' and is not a run "
                          "of its own: copy it into a new run directory and resume that "

@@ -87,6 +87,25 @@ def test_resume_from_an_earlier_checkpoint_sets_the_later_files_aside(run_copy, 
                        load_params(branch / "final_params.npz"))
 
 
+def test_set_aside_folders_are_told_from_a_checkpoint_dir_that_a_user_named_set_aside(tmp_path):
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    folders = []
+    for why in ("after_update_12", "earlier_run"):
+        (run_dir / "metrics.jsonl").write_text("{}\n")
+        folders.append(ckpt.set_aside(run_dir, [run_dir / "metrics.jsonl"], why))
+    # A second folder in the same second gets a suffix.
+    folders.append(folders[1].with_name(folders[1].name + "_2"))
+    for folder in folders:
+        assert ckpt.is_set_aside_folder(folder)
+        with pytest.raises(arguments.UsageError, match="was set aside from run 'run'"):
+            resuming.check_not_set_aside(folder / "checkpoint_3.pkl")
+    # --checkpoint-dir set_aside --run-name x: an ordinary run.
+    assert not ckpt.is_set_aside_folder(tmp_path / ckpt.SET_ASIDE_DIR / "x")
+    resuming.check_not_set_aside(tmp_path / ckpt.SET_ASIDE_DIR / "x" / "checkpoint_3.pkl")
+    assert not ckpt.is_set_aside_folder(tmp_path / "after_update_12_20260101-000000")
+
+
 def test_a_checkpoint_saved_inside_a_log_window_keeps_its_episodes(tmp_path, monkeypatch,
                                                                     capsys):
     # Saved at update 3 with log lines every 2 updates: update 3's episodes belong to line 4.
