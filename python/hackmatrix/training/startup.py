@@ -90,6 +90,13 @@ def build_runner_and_chunk(trainer, schedule, key, saved, config, keep_optimizer
     # A resume takes from `init` only what the checkpoint cannot give (new envs, a reset optimizer).
     needs_init = restored is None or any(
         isinstance(leaf, jax.ShapeDtypeStruct) for leaf in jax.tree.leaves(restored))
+    init_key = key
+    if restored is not None and any(isinstance(leaf, jax.ShapeDtypeStruct)
+                                    for leaf in jax.tree.leaves(restored.envs)):
+        # New games (a changed env count) come from the run's random state: the seed's key
+        # would start the games the run began with at update 0 again.
+        rng, init_key = jax.random.split(restored.rng)
+        restored = restored._replace(rng=rng)
     with gc_pause.paused():
         lowered_chunk = trainer.run_chunk.lower(template, jnp.int32(0), schedule)
     cancelled = threading.Event()
@@ -98,7 +105,7 @@ def build_runner_and_chunk(trainer, schedule, key, saved, config, keep_optimizer
     try:
         jobs.append(pool.submit(_compile_chunk, lowered_chunk, cancelled))
         if needs_init:
-            jobs.append(pool.submit(_run_init, trainer, key, cancelled))
+            jobs.append(pool.submit(_run_init, trainer, init_key, cancelled))
         results = [job.result() for job in reversed(jobs)]  # init's failure first
     except BaseException as error:  # e.g. SIGINT: skip what has not begun, wait out what has
         cancelled.set()

@@ -165,6 +165,33 @@ def test_a_resume_with_fewer_envs_continues_the_runs_timestep_count(run_copy, mo
     assert f"[config] updates=2->10 total_timesteps={8 * 16 * UPDATES} " in capsys.readouterr().out
 
 
+def test_new_games_after_a_change_of_env_count_come_from_the_runs_random_state(
+        run_copy, monkeypatch, capsys):
+    # The games of the fresh envs: from the checkpoint's carried key, not from the seed's,
+    # which would replay the games the run began with at update 0.
+    import jax
+
+    class Stop(Exception):
+        pass
+
+    init_keys = []
+    def recording_init(trainer, key, cancelled):
+        init_keys.append(np.asarray(key))
+        raise Stop
+    monkeypatch.setattr(startup, "_run_init", recording_init)
+    monkeypatch.setattr(startup, "_compile_chunk", lambda lowered, cancelled: None)
+    for update in (2, 4):
+        assert resume(run_copy.parent, str(run_copy / f"checkpoint_{update}.pkl"),
+                      "--num-envs", "4") == cli.EXIT_FAILURE
+    capsys.readouterr()
+    seed_key = np.asarray(jax.random.PRNGKey(1))
+    for update, key in zip((2, 4), init_keys):
+        carried = ckpt.load_checkpoint(run_copy / f"checkpoint_{update}.pkl")["rng"]
+        np.testing.assert_array_equal(key, np.asarray(jax.random.split(carried)[1]))
+        assert not np.array_equal(key, seed_key)
+    assert not np.array_equal(*init_keys)
+
+
 def test_a_finished_run_resumed_has_nothing_to_do_and_changes_nothing(run_copy, capsys):
     before = {path.name: path.stat().st_mtime_ns for path in run_copy.iterdir()}
     assert resume(run_copy.parent, "--run-name", "done") == 0
