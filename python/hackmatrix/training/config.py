@@ -183,6 +183,11 @@ def validate(config: TrainConfig) -> None:
                           f"{config.num_steps}) is not divisible by num_minibatches "
                           f"{config.num_minibatches}: choose --num-minibatches among its "
                           f"divisors, or another --num-envs or --num-steps")
+    if config.minibatch_size < 2:
+        # Advantages are normalised within each minibatch: a lone sample's becomes 0.
+        raise ConfigError(f"--num-minibatches {config.num_minibatches} makes minibatches of one "
+                          "sample, whose normalised advantage is 0 (no policy gradient): at most "
+                          f"{config.batch_size // 2} for a batch of {config.batch_size}")
     reason = device_split_error(config, config.num_devices)
     if reason:
         raise ConfigError(reason)

@@ -1,5 +1,7 @@
 """Auto-scaling math, config validation and the default device count."""
 
+import dataclasses
+
 import pytest
 
 from hackmatrix.training.config import (ConfigError, TrainConfig, auto_scale_for_batch_size,
@@ -111,6 +113,15 @@ def test_an_awkward_batch_keeps_the_configured_minibatches_and_is_rejected_with_
     assert (config.num_minibatches, changes.get("num_minibatches")) == (4, None)
     with pytest.raises(ConfigError, match="choose --num-minibatches among its divisors"):
         validate(config)
+
+
+def test_minibatches_of_one_sample_are_refused():
+    # A lone sample's normalised advantage is 0: the policy would never learn.
+    config = TrainConfig(num_envs=4, num_steps=2, num_minibatches=8, total_timesteps=10**6)
+    with pytest.raises(ConfigError, match="makes minibatches of one sample.*at most 4 for a "
+                                          "batch of 8"):
+        validate(config)
+    validate(dataclasses.replace(config, num_minibatches=4))
 
 
 def test_no_device_count_fits_minibatches_that_do_not_split_the_batch():

@@ -548,6 +548,8 @@ def config_problems(config: dict, available: int) -> list[tuple[int, str]]:
         if (batch % config["num_minibatches"] or config["num_envs"] % devices
                 or (batch // devices) % config["num_minibatches"]):
             problems.append((3, "divisible"))
+        elif batch // config["num_minibatches"] < 2:  # a lone sample's normalised advantage is 0
+            problems.append((3, "minibatches of one sample"))
         if config["total_timesteps"] < batch:
             problems.append((3, "--total-timesteps"))
         if devices > available:
