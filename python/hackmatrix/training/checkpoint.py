@@ -459,6 +459,19 @@ class RunLock:
                 return False
         return False
 
+    def still_in_place(self) -> bool:
+        """Whether the lock file this process holds is still `{run_dir}/.lock`: False once the
+        run directory was deleted, renamed or replaced during the run. Writing on would then
+        create a run directory that no lock guards (a second trainer could resume it at the
+        same time and prune the first one's checkpoints), or scatter the run over two."""
+        if fcntl is None or self.file is None:
+            return True
+        try:
+            held, there = os.fstat(self.file.fileno()), os.stat(self.path)
+        except OSError:
+            return False
+        return (held.st_dev, held.st_ino) == (there.st_dev, there.st_ino)
+
     def holder(self) -> str:
         """The pid written by the process that holds the lock, or "?"."""
         try:

@@ -38,6 +38,11 @@ from hackmatrix.training.config import ConfigError, TrainConfig, device_defaults
 from hackmatrix.training.wandb_sink import WandbSink, new_run_id, resolve_mode
 
 
+class RunDirectoryGone(OSError):
+    """The run directory this session locked is no longer where it was: writing on would
+    create an unlocked one."""
+
+
 class NonFiniteLoss(Exception):
     pass
 
@@ -466,6 +471,10 @@ def _train(args, signals: _Signals, cleanup: contextlib.ExitStack) -> int:
     def save_checkpoint(reason: str, session_end: bool = False) -> Path:
         nonlocal last_checkpoint, last_saved_update
         if update != last_saved_update:  # else e.g. a signal right after an interval save
+            if not lock.still_in_place():
+                raise RunDirectoryGone(
+                    f"the run directory {run_dir} was deleted, renamed or replaced during the "
+                    f"run (its .lock is gone): not saving update {update} into it")
             state = _checkpoint_state(runner, config=config, network=network, run_name=run_name,
                                       update=update, timesteps=timesteps,
                                       wandb_run_id=wandb_run_id, options=options,
@@ -571,7 +580,11 @@ def _train(args, signals: _Signals, cleanup: contextlib.ExitStack) -> int:
                 log_window()  # the episodes of a part-finished log window
             save_checkpoint(signals.signal_name, session_end=True)
             signals.outcome_saved(EXIT_INTERRUPTED, "the checkpoint is saved")
-            M.write_summary(run_dir, summary("interrupted"))
+            try:
+                M.write_summary(run_dir, summary("interrupted"))
+            except OSError as error:  # the checkpoint is saved: still an exit 7
+                console.print(f"[exit] warning: could not rewrite {M.SUMMARY_FILE} "
+                              f"({error_line(error)}); the checkpoint is saved")
             console.print(f"[exit] interrupted by {signals.signal_name}; resume with --resume "
                           f"{run_dir}")
             exit_code = EXIT_INTERRUPTED
@@ -594,6 +607,33 @@ def _train(args, signals: _Signals, cleanup: contextlib.ExitStack) -> int:
         M.write_summary(run_dir, {**summary("failed"), "error": str(error)})
         print(f"error: {one_line(str(error))}; stopped without saving ({kept})", file=sys.stderr)
         exit_code = EXIT_FAILURE
+        return exit_code
+    except OSError as error:
+        # A file of the run that could not be written (metrics.jsonl, summary.json, a full
+        # disk): the updates since the last save are still in memory, so save them before
+        # giving up, if the run directory takes a checkpoint at all. A run directory that is
+        # gone gets nothing more: writing would create it anew, unlocked.
+        exit_code = EXIT_FAILURE
+        gone = not lock.still_in_place()
+        message = error_line(error)
+        if isinstance(error, RunDirectoryGone):
+            message, kept = str(error), ""  # it says what happened and what was not saved
+        elif gone:
+            kept = (f"; the run directory {run_dir} was deleted, renamed or replaced during the "
+                    "run: nothing more saved")
+        else:
+            kept = (f"; last checkpoint: {last_checkpoint}" if last_checkpoint
+                    else "; no checkpoint saved")
+            if update != last_saved_update:
+                try:
+                    kept = f"; saved {save_checkpoint('after the error', session_end=True)} first"
+                except Exception:  # noqa: BLE001  (the first error is the one to report)
+                    pass
+            with contextlib.suppress(OSError):
+                M.write_summary(run_dir, {**summary("failed"), "error": message})
+        if args.verbose:
+            traceback.print_exc()
+        print(f"error: {one_line(message)}{kept}", file=sys.stderr)
         return exit_code
     except BaseException:
         exit_code = EXIT_FAILURE

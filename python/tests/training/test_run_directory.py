@@ -238,6 +238,64 @@ def test_non_finite_loss_keeps_the_last_good_checkpoint_and_records_the_failure(
     assert ckpt.load_checkpoint(run_copy / "checkpoint_6.pkl")["update"] == 6
 
 
+def test_a_run_file_that_cannot_be_written_saves_a_checkpoint_before_exit_2(run_copy, monkeypatch,
+                                                                            capsys):
+    # metrics.jsonl on a full disk at update 8 (its log line comes before its interval save):
+    # the updates since checkpoint_6 are saved before the run gives up.
+    write = M.MetricsFile.write
+    def disk_full_at_8(self, record):
+        if record["update"] == 8:
+            raise OSError(28, "No space left on device")
+        write(self, record)
+    monkeypatch.setattr(M.MetricsFile, "write", disk_full_at_8)
+    assert resume(run_copy.parent, "--run-name", "done", "--total-timesteps",
+                  str(8 * 16 * (UPDATES + 4))) == cli.EXIT_FAILURE
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line == (f"error: OSError: [Errno 28] No space left on device; saved "
+                    f"{run_copy / 'checkpoint_8.pkl'} first")
+    assert ckpt.load_checkpoint(run_copy / "checkpoint_8.pkl")["update"] == 8
+    summary = json.loads((run_copy / "summary.json").read_text())
+    assert summary["status"] == "failed" and "No space left" in summary["error"]
+
+
+def test_a_run_directory_deleted_during_the_run_is_not_written_anew(run_copy, monkeypatch,
+                                                                     capsys):
+    # Re-created by the next save, it would hold no lock: a second trainer could resume it
+    # beside this one and prune its checkpoints.
+    write = M.MetricsFile.write
+    def deleted_after_logging_8(self, record):
+        write(self, record)
+        if record["update"] == 8:
+            shutil.rmtree(run_copy)
+    monkeypatch.setattr(M.MetricsFile, "write", deleted_after_logging_8)
+    assert resume(run_copy.parent, "--run-name", "done", "--total-timesteps",
+                  str(8 * 16 * (UPDATES + 4))) == cli.EXIT_FAILURE
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line == (f"error: the run directory {run_copy} was deleted, renamed or replaced "
+                    "during the run (its .lock is gone): not saving update 8 into it")
+    assert not run_copy.exists()
+
+
+def test_a_summary_that_cannot_be_rewritten_after_a_signal_keeps_exit_7(run_copy, monkeypatch,
+                                                                         capsys):
+    start_training = cli._Signals.start_training
+    def signalled_at_once(self, say, write_failed_summary):
+        start_training(self, say, write_failed_summary)
+        self.signal_name = "SIGTERM"
+    monkeypatch.setattr(cli._Signals, "start_training", signalled_at_once)
+    write_summary = M.write_summary
+    def read_only_when_interrupted(run_dir, summary):
+        if summary["status"] == "interrupted":
+            raise PermissionError(1, "Operation not permitted")
+        write_summary(run_dir, summary)
+    monkeypatch.setattr(M, "write_summary", read_only_when_interrupted)
+    assert resume(run_copy.parent, str(run_copy / "checkpoint_4.pkl")) == cli.EXIT_INTERRUPTED
+    out = capsys.readouterr().out
+    assert ("[exit] warning: could not rewrite summary.json (PermissionError: [Errno 1] "
+            "Operation not permitted); the checkpoint is saved") in out
+    assert f"[exit] interrupted by SIGTERM; resume with --resume {run_copy}" in out
+
+
 def test_resuming_a_run_that_a_trainer_writes_before_its_first_save_says_so(tmp_path, capsys):
     run_dir = tmp_path / "busy"
     writer = ckpt.RunLock(run_dir)
