@@ -14,7 +14,9 @@ places there cannot take an exception:
 the signal is sent again a moment later), plus an unraisable hook that sends again the signal of
 an `Interrupted` lost in a callback, so that the handler runs once more in the code the user is
 waiting on. Signals are sent again from a helper thread: a handler that ran in the hook would be
-lost the same way. `held()` only records signals, for the imports before any handler is ready.
+lost the same way, so a signal that arrives while the hook still runs (a loaded machine can run
+the helper thread's send before the hook returns) is sent again too. `held()` only records
+signals, for the imports before any handler is ready.
 """
 
 from __future__ import annotations
@@ -57,6 +59,15 @@ def _imports(frame) -> set[int]:
     return found
 
 
+def _runs(frame, code) -> bool:
+    """Whether `code` runs in `frame`'s stack."""
+    while frame is not None:
+        if frame.f_code is code:
+            return True
+        frame = frame.f_back
+    return False
+
+
 @contextlib.contextmanager
 def signals_raise(handler=raise_interrupted):
     """SIGINT and SIGTERM call `handler` (which raises `Interrupted` when it interrupts) inside
@@ -79,6 +90,8 @@ def signals_raise(handler=raise_interrupted):
     def guarded(signum, frame):
         if _imports(frame) - outer_imports:
             send_again(signum, IMPORT_RETRY_SECONDS)
+        elif _runs(frame, hook.__code__):
+            send_again(signum, REDELIVERY_DELAY_SECONDS)
         else:
             handler(signum, frame)
 

@@ -4,6 +4,7 @@ can take it: not inside an import, and not lost in a callback whose exceptions P
 import os
 import signal
 import sys
+import threading
 import time
 
 import pytest
@@ -25,6 +26,36 @@ def test_an_interrupt_lost_in_a_callback_is_delivered_again():
             RaisesWhenCollected()  # collected at once, inside the interpreter: the raise is lost
             time.sleep(30)  # the signal sent again interrupts this
     assert time.monotonic() - started < 10
+
+
+def test_a_signal_sent_again_while_the_hook_still_runs_is_not_lost(monkeypatch):
+    # On a loaded machine the helper thread's send can come before the hook has returned: the
+    # handler then ran inside the hook, whose exceptions Python ignores too (a CI run lost it).
+    real_timer, sends = threading.Timer, []
+
+    class FirstSendAtOnce:
+        def __init__(self, delay, send):
+            self.delay, self.send = delay, send
+
+        def start(self):
+            sends.append(self.delay)
+            if len(sends) == 1:
+                self.send()  # the handler runs before the hook returns
+            else:
+                real_timer(self.delay, self.send).start()
+
+    class RaisesWhenCollected:
+        def __del__(self):
+            raise interrupts.Interrupted("SIGTERM")
+
+    monkeypatch.setattr(threading, "Timer", FirstSendAtOnce)
+    started = time.monotonic()
+    with pytest.raises(interrupts.Interrupted, match="SIGTERM"):
+        with interrupts.signals_raise():
+            RaisesWhenCollected()
+            time.sleep(30)
+    assert time.monotonic() - started < 10
+    assert sends == [interrupts.REDELIVERY_DELAY_SECONDS] * 2
 
 
 def _module_that_signals_while_imported(tmp_path, monkeypatch, name):
