@@ -117,6 +117,32 @@ def test_exit_runner_without_a_path_attacks_or_takes_a_valid_action():
     assert _exit_runner_action(sealed, only_siphon) == C.ACTION_SIPHON
 
 
+def test_exit_runner_breaks_a_tie_between_shortest_paths_by_the_lowest_action_index():
+    # From (0,0) to the exit at (5,5) "up" (action 0) and "right" (action 3) both start one.
+    assert C.ACTION_NAMES[_exit_runner_action({"player": {"row": 0, "col": 0}})] == "up"
+
+
+SEALED_EXIT = [{"row": 4, "col": 5, "type": "data", "points": 1},
+               {"row": 5, "col": 4, "type": "data", "points": 1}]
+
+
+def test_exit_runner_without_a_path_attacks_an_adjacent_transmission():
+    sealed = {"player": {"row": 0, "col": 0}, "blocks": SEALED_EXIT,
+              "transmissions": [{"row": 0, "col": 1, "turnsRemaining": 3, "enemyType": "virus"}]}
+    assert C.ACTION_NAMES[_exit_runner_action(sealed)] == "right"
+
+
+def test_exit_runner_without_a_path_or_a_target_uses_crash_before_wandering():
+    # The diagonal block puts CRASH in reach (its ring of 8) without blocking a move.
+    sealed = {"player": {"row": 0, "col": 0, "credits": 20, "energy": 20},
+              "blocks": [*SEALED_EXIT, {"row": 1, "col": 1, "type": "data", "points": 1}],
+              "ownedPrograms": ["PUSH", "PULL", "CRASH"]}
+    state = scenario.from_dict(sealed)
+    _, mask = evaluation.features_and_mask(state)
+    assert mask[baselines._CRASH_ACTION] and mask[C.ACTION_NAMES.index("up")]
+    assert _exit_runner_action(sealed) == baselines._CRASH_ACTION
+
+
 def test_cli_errors(tmp_path, capsys):
     assert evaluate_main([str(tmp_path / "absent.pkl")]) == cli.EXIT_BAD_CHECKPOINT
     assert evaluate_main(["--latest", "--checkpoint-dir", str(tmp_path)]) == 6

@@ -1,6 +1,7 @@
 """train_purejaxrl CLI on the real env: outputs, exact resume after SIGINT, exit codes, wandb."""
 
 import concurrent.futures
+import io
 import json
 import os
 import signal
@@ -135,6 +136,68 @@ def test_a_run_started_without_stdout_completes(tmp_path, monkeypatch):
     assert train(tmp_path, "no_stdout") == 0
     assert sys.stdout is None  # put back
     assert (tmp_path / "no_stdout" / "final_params.npz").is_file()
+
+
+def _logged_record(**values) -> dict:
+    """A metrics.jsonl record as the trainer logs it, every stdout field a distinct value."""
+    record = {"update": 7, "timesteps": 896, "train/sps": 1234.4,
+              "train/mean_episode_return": -1.25, "train/mean_episode_length": 43.5,
+              "train/num_episodes": 12, "train/mean_reward": -0.0123, "train/pg_loss": 0.0456,
+              "train/value_loss": 0.789, "train/entropy": 2.5, "train/approx_kl": 0.002,
+              "train/clip_fraction": 0.03, "stats/highest_stage": 3}
+    return {**record, **values}
+
+
+def test_the_train_line_names_each_value_by_its_own_key():
+    line = cli.M.format_line(_logged_record(), 10, 3725.0)
+    assert line == ("[train] update=7/10 timesteps=896 sps=1234 mean_episode_return=-1.25 "
+                    "mean_episode_length=43.5 num_episodes=12 mean_reward=-0.0123 "
+                    "pg_loss=0.0456 value_loss=0.789 entropy=2.5 approx_kl=0.002 "
+                    "clip_fraction=0.03 highest_stage=3 eta=1h02m05s")
+    line = cli.M.format_line(_logged_record(**{"train/mean_episode_return": float("nan"),
+                                               "train/pg_loss": 4e-5}), 10, float("inf"))
+    assert " mean_episode_return=nan " in line and " pg_loss=4.000e-05 " in line
+    assert line.endswith(" eta=?")
+    assert cli.M.format_duration(59.9) == "0m59s" and cli.M.format_duration(3600) == "1h00m00s"
+
+
+@pytest.mark.parametrize("values, warned", [
+    ({}, []),
+    ({"train/approx_kl": 0.08, "train/clip_fraction": 0.35, "train/entropy": 0.1}, []),
+    ({"train/approx_kl": 0.081}, ["approx_kl 0.081 > 0.08"]),
+    ({"train/clip_fraction": 0.351}, ["clip_fraction 0.351 > 0.35"]),
+    ({"train/entropy": 0.0999}, ["entropy 0.0999 < 0.1"]),
+    ({"train/approx_kl": 0.5, "train/clip_fraction": 0.9, "train/entropy": 0.01},
+     ["approx_kl", "clip_fraction", "entropy"]),
+])
+def test_health_warnings_follow_the_monitoring_thresholds(values, warned):
+    # specs/training.md: approx_kl > 0.08, clip_fraction > 0.35, entropy < 0.1; one line each.
+    warnings = cli.M.health_warnings(_logged_record(**values))
+    assert len(warnings) == len(warned), warnings
+    for warning, start in zip(warnings, warned):
+        assert warning.startswith(f"[health] update=7 {start}"), warning
+
+
+class _FakeTerminal(io.StringIO):
+    def isatty(self):
+        return True
+
+
+def test_the_progress_bar_is_drawn_on_a_terminal_only_and_counts_updates(monkeypatch):
+    monkeypatch.setattr(sys, "stdout", io.StringIO())
+    plain = cli.M.Console(total_updates=10, start_update=2)
+    assert plain.bar is None  # in a file: plain lines, no bar
+    plain.print("[train] update=4/10")
+    assert sys.stdout.getvalue() == "[train] update=4/10\n"
+    monkeypatch.setattr(sys, "stdout", _FakeTerminal())
+    assert cli.M.Console(10, 2, force_plain=True).bar is None
+    console = cli.M.Console(total_updates=10, start_update=2)
+    try:
+        assert console.bar is not None and console.bar.n == 2
+        console.advance(3)
+        assert console.bar.n == 5
+    finally:
+        console.close()
 
 
 def test_truncated_checkpoint_exits_6(tmp_path, capsys):

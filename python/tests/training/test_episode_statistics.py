@@ -56,6 +56,9 @@ FLAGS = ["--num-envs", str(NUM_ENVS), "--num-steps", str(NUM_STEPS), "--num-mini
 EPISODE_LENGTHS = ((3, 1, 6, 7, 13, 18, 4, 99), (7, 7, 12, 24, 5, 99, 99, 99),
                    (15, 5, 8, 18, 99, 99, 99, 99), (47, 99, 99, 99, 99, 99, 99, 99))
 EPISODES_ENDED_PER_WINDOW = [6, 5, 0, 6]
+LOSS_KEYS = ("pg_loss", "value_loss", "entropy", "approx_kl", "clip_fraction", "total_loss",
+             "grad_norm")
+PER_UPDATE_KEYS = (*LOSS_KEYS, "learning_rate")
 
 
 class StepRecord(NamedTuple):
@@ -203,44 +206,47 @@ def reference_log(trajectory: StepRecord) -> dict[int, dict]:
 class Run(NamedTuple):
     run_dir: Path
     chunk_sizes: list[int]  # updates per chunk
+    per_update: dict        # {loss key or "learning_rate": float64[updates run]}, as trained
     records: dict           # {update: metrics.jsonl record}
     trajectory: StepRecord  # NumPy, from the final checkpoint's env state
     final_checkpoint: dict
 
 
-def train_on_scripted_env(*argv: str) -> list[int]:
+def train_on_scripted_env(*argv: str) -> tuple[list[int], dict]:
     """`cli.main(argv)` on ScriptedEnv; returns the active updates of each chunk, as the CLI
-    gave them to its log window."""
-    chunk_sizes = []
+    gave them to its log window, and the per-update losses and learning rates it gave it."""
+    chunk_sizes, per_update = [], {key: [] for key in PER_UPDATE_KEYS}
     add = cli.M.MetricsWindow.add
 
     def recording_add(window, chunk_metrics, num_active):
         chunk_sizes.append(num_active)
+        for key in PER_UPDATE_KEYS:
+            per_update[key].extend(np.asarray(chunk_metrics[key][:num_active], np.float64))
         add(window, chunk_metrics, num_active)
 
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(cli, "make_env", lambda: (ScriptedEnv(), None))
         patch.setattr(cli.M.MetricsWindow, "add", recording_add)
         assert cli.main(list(argv)) == 0
-    return chunk_sizes
+    return chunk_sizes, {key: np.array(values) for key, values in per_update.items()}
 
 
-def read_run(run_dir: Path, chunk_sizes: list[int]) -> Run:
+def read_run(run_dir: Path, chunk_sizes: list[int], per_update: dict) -> Run:
     """The run's log lines, and its final checkpoint with the trajectory in its env state."""
     lines = (run_dir / "metrics.jsonl").read_text().splitlines()
     final = ckpt.load_checkpoint(run_dir / f"checkpoint_{NUM_UPDATES}.pkl")
     _, template = ScriptedEnv().batch_reset(jnp.zeros((NUM_ENVS, 2), jnp.uint32), None)
     state = jax.tree.unflatten(jax.tree.structure(template), final["env_state"])
     records = {record["update"]: record for record in map(json.loads, lines)}
-    return Run(run_dir, chunk_sizes, records, state.trajectory, final)
+    return Run(run_dir, chunk_sizes, per_update, records, state.trajectory, final)
 
 
 @pytest.fixture(scope="module")
 def straight_run(tmp_path_factory) -> Run:
     checkpoint_dir = tmp_path_factory.mktemp("episode_statistics")
-    chunk_sizes = train_on_scripted_env(*FLAGS, "--checkpoint-dir", str(checkpoint_dir),
-                                        "--run-name", "run")
-    return read_run(checkpoint_dir / "run", chunk_sizes)
+    chunk_sizes, per_update = train_on_scripted_env(
+        *FLAGS, "--checkpoint-dir", str(checkpoint_dir), "--run-name", "run")
+    return read_run(checkpoint_dir / "run", chunk_sizes, per_update)
 
 
 @pytest.fixture(scope="module")
@@ -248,10 +254,10 @@ def resumed_run(straight_run) -> Run:
     """The straight run resumed from its checkpoint inside the second window (in place: its
     later lines and checkpoints are set aside, and written again)."""
     run_dir = straight_run.run_dir
-    chunk_sizes = train_on_scripted_env(
+    chunk_sizes, per_update = train_on_scripted_env(
         "--resume", str(run_dir / f"checkpoint_{RESUMED_FROM}.pkl"),
         "--checkpoint-dir", str(run_dir.parent))
-    return read_run(run_dir, chunk_sizes)
+    return read_run(run_dir, chunk_sizes, per_update)
 
 
 def assert_logged_as_the_reference(run: Run, updates: list[int]) -> None:
@@ -275,6 +281,21 @@ def test_the_run_is_the_scenario_the_table_describes(straight_run):
 
 def test_every_logged_statistic_matches_the_reference(straight_run):
     assert_logged_as_the_reference(straight_run, list(LOGGED_UPDATES))
+
+
+def test_logged_losses_are_window_means_and_the_learning_rate_is_the_windows_last(straight_run):
+    # train/<loss> is the mean over the window's updates (not its steps, nor its episodes);
+    # train/learning_rate is the one the window's last update used (it anneals, so each differs).
+    learning_rates = straight_run.per_update["learning_rate"]
+    assert len(learning_rates) == NUM_UPDATES and len(set(learning_rates)) == NUM_UPDATES
+    first_updates = (1,) + tuple(update + 1 for update in LOGGED_UPDATES[:-1])
+    for first, last in zip(first_updates, LOGGED_UPDATES):
+        record = straight_run.records[last]
+        for key in LOSS_KEYS:
+            values = straight_run.per_update[key][first - 1:last]
+            assert record[f"train/{key}"] == pytest.approx(math.fsum(values) / len(values),
+                                                           rel=1e-12, abs=1e-300), (last, key)
+        assert record["train/learning_rate"] == learning_rates[last - 1], last
 
 
 def test_a_window_without_ended_episodes_logs_nan_per_episode(straight_run):

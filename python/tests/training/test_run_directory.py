@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from hackmatrix.training import checkpoint as ckpt
-from hackmatrix.training import arguments, cli, startup
+from hackmatrix.training import arguments, cli, run_directory, startup
 from hackmatrix.training import resume as resuming
 from hackmatrix.training import metrics as M
 from hackmatrix.training.config import TrainConfig
@@ -226,6 +226,19 @@ def test_resuming_the_newest_checkpoint_drops_the_copy_of_its_params_in_final_pa
                        load_params(run_copy / "final_params.npz"))
 
 
+def test_a_resume_sets_aside_a_final_params_that_is_not_its_checkpoints_params(run_copy, capsys):
+    # Update 6's checkpoint and params deleted by hand: final_params.npz (update 6's) is not a
+    # copy of params_4.npz, so a resume from update 4 moves it aside rather than deleting it.
+    (run_copy / "checkpoint_6.pkl").unlink()
+    (run_copy / "params_6.npz").unlink()
+    finished_params = load_params(run_copy / "final_params.npz")
+    assert resume(run_copy.parent, str(run_copy / "checkpoint_4.pkl")) == 0
+    assert "moved final_params.npz, the metrics.jsonl lines of 1 later updates to" in \
+        capsys.readouterr().out
+    (aside,) = (run_copy / ckpt.SET_ASIDE_DIR).iterdir()
+    assert_same_params(finished_params, load_params(aside / "final_params.npz"))
+
+
 def test_non_finite_loss_keeps_the_last_good_checkpoint_and_records_the_failure(run_copy, capsys):
     assert resume(run_copy.parent, "--run-name", "done", "--total-timesteps",
                   str(8 * 16 * (UPDATES + 4)), "--lr", "1e30") == cli.EXIT_FAILURE
@@ -359,6 +372,14 @@ def test_a_fresh_run_never_writes_over_the_params_files_of_an_earlier_run(tmp_pa
                                                           "params_6.npz"]
 
 
+def test_a_fresh_run_refused_for_many_params_files_names_the_first_three(tmp_path):
+    for name in ("params_2.npz", "params_4.npz", "params_6.npz", "final_params.npz"):
+        (tmp_path / name).write_bytes(b"")
+    with pytest.raises(arguments.UsageError, match=r"\(final_params\.npz, params_2\.npz, "
+                       r"params_4\.npz and 1 more\)"):
+        run_directory.check_fresh(tmp_path)
+
+
 def test_a_second_trainer_on_the_same_run_exits_3_at_once(tmp_path, capsys):
     lock = ckpt.RunLock(tmp_path / "busy")
     assert lock.acquire()
@@ -421,6 +442,48 @@ def test_a_final_save_cut_short_by_a_kill_is_finished_by_the_next_resume(run_cop
     assert resume(run_copy.parent, str(run_copy), "--keep-checkpoints", "1") == 0
     assert "cut short" not in capsys.readouterr().out
     assert {p.name: p.stat().st_mtime_ns for p in run_copy.iterdir() if p.is_file()} == before
+
+
+def test_a_resume_sets_aside_metrics_lines_logged_after_its_newest_checkpoint(run_copy, capsys):
+    # Killed after logging update 6 but before saving it: no file to move, yet the line of
+    # update 6 goes aside, so that the resumed run's own line 6 is the only one.
+    for name in ("checkpoint_6.pkl", "params_6.npz", "final_params.npz"):
+        (run_copy / name).unlink()
+    assert resume(run_copy.parent, str(run_copy)) == 0
+    assert "moved the metrics.jsonl lines of 1 later updates to" in capsys.readouterr().out
+    assert updates_in(run_copy / "metrics.jsonl") == [2, 4, 6]
+    (aside,) = (run_copy / ckpt.SET_ASIDE_DIR).iterdir()
+    assert updates_in(aside / "metrics.jsonl") == [6]
+
+
+def test_a_cut_short_final_save_rewrites_a_summary_completed_at_an_earlier_update(run_copy,
+                                                                                  capsys):
+    # The summary of the session before (completed at update 4), the final save of update 6 cut
+    # short after its checkpoint: the summary finished from it says update 6.
+    for name in ("params_6.npz", "final_params.npz"):
+        (run_copy / name).unlink()
+    summary = json.loads((run_copy / "summary.json").read_text())
+    (run_copy / "summary.json").write_text(json.dumps({**summary, "update": 4}))
+    assert resume(run_copy.parent, str(run_copy)) == 0
+    assert "its final save at update 6 was cut short" in capsys.readouterr().out
+    summary = json.loads((run_copy / "summary.json").read_text())
+    assert (summary["status"], summary["update"]) == ("completed", 6)
+
+
+def test_a_newest_checkpoint_with_one_update_left_to_train_is_not_a_cut_short_final_save(
+        run_copy):
+    # A run stopped (killed, or SIGINT) one update before its end, its newest checkpoint that of
+    # the update before the last: the resume trains that update; nothing is "finished" for it.
+    for name in ("checkpoint_6.pkl", "params_6.npz", "final_params.npz", "summary.json"):
+        (run_copy / name).unlink()
+    newest = ckpt.newest_checkpoint(run_copy)
+    saved = ckpt.load_checkpoint(newest)
+    batch_size = TrainConfig.from_dict(saved["config"]).batch_size
+    saved["timesteps"] = TrainConfig.from_dict(saved["config"]).total_timesteps - batch_size
+    said = []
+    assert not run_directory.finish_a_cut_short_final_save(
+        run_copy, "done", saved, newest, {"keep_checkpoints": 0}, said.append)
+    assert said == [] and not (run_copy / "final_params.npz").exists()
 
 
 def test_a_copied_run_directory_goes_on_as_its_own_run_with_its_own_wandb_run(
@@ -573,10 +636,12 @@ def test_wandb_and_artifact_flags_given_on_resume_override_the_saved_ones():
 
 def test_metrics_lines_a_resume_cannot_place_are_set_aside_not_dropped(tmp_path):
     metrics_file = M.MetricsFile(tmp_path)
-    metrics_file.path.write_text('{"update": 2}\n{"update": null}\n[4]\n{"update": 4}\n{"upd\n')
+    metrics_file.path.write_text('{"update": 2}\n{"update": null}\n[4]\n{"update": 1.5}\n'
+                                 '{"update": "1"}\n{"update": 4}\n{"upd\n')
     kept, later = metrics_file.split_after(2)
     assert kept == ['{"update": 2}']
-    assert later == ['{"update": null}', "[4]", '{"update": 4}', '{"upd']
+    assert later == ['{"update": null}', "[4]", '{"update": 1.5}', '{"update": "1"}',
+                     '{"update": 4}', '{"upd']
 
 
 @pytest.mark.parametrize("argv, reason", [
