@@ -199,7 +199,8 @@ class MetricsFile:
                 logged_update = json.loads(line).get("update")
             except (json.JSONDecodeError, AttributeError):
                 logged_update = None
-            is_kept = isinstance(logged_update, int) and logged_update <= update
+            is_kept = (isinstance(logged_update, int) and not isinstance(logged_update, bool)
+                       and logged_update <= update)
             (kept if is_kept else later).append(line)
         return kept, later
 

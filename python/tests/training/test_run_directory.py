@@ -637,11 +637,11 @@ def test_wandb_and_artifact_flags_given_on_resume_override_the_saved_ones():
 def test_metrics_lines_a_resume_cannot_place_are_set_aside_not_dropped(tmp_path):
     metrics_file = M.MetricsFile(tmp_path)
     metrics_file.path.write_text('{"update": 2}\n{"update": null}\n[4]\n{"update": 1.5}\n'
-                                 '{"update": "1"}\n{"update": 4}\n{"upd\n')
+                                 '{"update": "1"}\n{"update": true}\n{"update": 4}\n{"upd\n')
     kept, later = metrics_file.split_after(2)
     assert kept == ['{"update": 2}']
     assert later == ['{"update": null}', "[4]", '{"update": 1.5}', '{"update": "1"}',
-                     '{"update": 4}', '{"upd']
+                     '{"update": true}', '{"update": 4}', '{"upd']
 
 
 @pytest.mark.parametrize("argv, reason", [
