@@ -372,11 +372,16 @@ def files_after(run_dir: Path, update: int) -> list[Path]:
     return sorted(later) + ([final] if final.is_file() else [])
 
 
+# set_aside's folders: {why}_{stamp}, with _2, _3, ... when the stamp is taken.
+_SET_ASIDE_STAMP = "%Y%m%d-%H%M%S"
+_SET_ASIDE_FOLDER = re.compile(r"\w+?_\d{8}-\d{6}(_\d+)?")
+
+
 def set_aside(run_dir: Path, paths: list[Path], why: str) -> Path:
     """Moves `paths` into a new folder run_dir/set_aside/{why}_{time}/ and returns it: files a
     run would otherwise overwrite or mix with its own are kept, out of the way of resume
     discovery, pruning and the tools (which look only at the run directory itself)."""
-    stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
+    stamp = datetime.now().strftime(_SET_ASIDE_STAMP)
     base = Path(run_dir) / SET_ASIDE_DIR / f"{why}_{stamp}"
     folder, suffix = base, 1
     while folder.exists():
@@ -393,9 +398,7 @@ def is_set_aside_folder(path: Path) -> bool:
     """Whether `path` is a folder that `set_aside` made (by its name and its parent's, so that
     a checkpoint directory that a user happened to call set_aside is not one)."""
     path = Path(path)
-    return (path.parent.name == SET_ASIDE_DIR
-            and re.fullmatch(r"(after_update_\d+|earlier_run)_\d{8}-\d{6}(_\d+)?", path.name)
-            is not None)
+    return path.parent.name == SET_ASIDE_DIR and _SET_ASIDE_FOLDER.fullmatch(path.name) is not None
 
 
 def temp_files(run_dir: Path) -> list[Path]:
