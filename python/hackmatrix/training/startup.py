@@ -87,12 +87,13 @@ def build_runner_and_chunk(trainer, schedule, key, saved, config, keep_optimizer
         template = without_weak_types(trainer.init_shapes(key))
     restored = (None if saved is None
                 else resume.restore_runner(template, saved, config, keep_optimizer, say))
+    def unfilled(tree) -> bool:  # leaves the checkpoint did not give are still shapes
+        return any(isinstance(leaf, jax.ShapeDtypeStruct) for leaf in jax.tree.leaves(tree))
+
     # A resume takes from `init` only what the checkpoint cannot give (new envs, a reset optimizer).
-    needs_init = restored is None or any(
-        isinstance(leaf, jax.ShapeDtypeStruct) for leaf in jax.tree.leaves(restored))
+    needs_init = restored is None or unfilled(restored)
     init_key = key
-    if restored is not None and any(isinstance(leaf, jax.ShapeDtypeStruct)
-                                    for leaf in jax.tree.leaves(restored.envs)):
+    if restored is not None and unfilled(restored.envs):
         # New games (a changed env count) come from the run's random state: the seed's key
         # would start the games the run began with at update 0 again.
         rng, init_key = jax.random.split(restored.rng)
