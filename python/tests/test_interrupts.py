@@ -12,14 +12,17 @@ import pytest
 from hackmatrix import interrupts, launch
 
 
+class RaisesWhenCollected:
+    """Raises `Interrupted` when collected: in a callback whose exceptions Python ignores."""
+
+    def __del__(self):
+        raise interrupts.Interrupted("SIGTERM")
+
+
 def test_an_interrupt_lost_in_a_callback_is_delivered_again():
     # A handler can run inside a callback whose exceptions Python ignores (JAX's
     # garbage-collection callback, a __del__): its Interrupted was printed as "Exception
     # ignored" and the program went on (the tools to exit 0).
-    class RaisesWhenCollected:
-        def __del__(self):
-            raise interrupts.Interrupted("SIGTERM")
-
     started = time.monotonic()
     with pytest.raises(interrupts.Interrupted, match="SIGTERM"):
         with interrupts.signals_raise():
@@ -43,10 +46,6 @@ def test_a_signal_sent_again_while_the_hook_still_runs_is_not_lost(monkeypatch):
                 self.send()  # the handler runs before the hook returns
             else:
                 real_timer(self.delay, self.send).start()
-
-    class RaisesWhenCollected:
-        def __del__(self):
-            raise interrupts.Interrupted("SIGTERM")
 
     monkeypatch.setattr(threading, "Timer", FirstSendAtOnce)
     started = time.monotonic()

@@ -16,6 +16,13 @@ _run = jax.jit(enemy_turn.run)
 _run_seeds = jax.jit(jax.vmap(enemy_turn.run, in_axes=(0, None, None)))
 
 
+def _cells_per_seed(outcomes, count):
+    """[((row, col) of each of the first `count` enemies), ...], one tuple per seed."""
+    rows = np.asarray(outcomes.core.enemies.row[:, :count]).tolist()
+    cols = np.asarray(outcomes.core.enemies.col[:, :count]).tolist()
+    return [tuple(zip(r, c)) for r, c in zip(rows, cols)]
+
+
 def run(state, seed=0, follows=True):
     return _run(jax.random.PRNGKey(seed), state, jnp.asarray(follows))
 
@@ -152,8 +159,7 @@ def test_each_virus_step_draws_a_fresh_processing_order():
     # [0.15, 0.35] sit 4.6 sd from 1/4 (false failure < 1e-5).
     state = setup(enemies=[enemy("virus", 0, 3), enemy("virus", 1, 2)])
     out = _run_seeds(jax.random.split(jax.random.PRNGKey(4), 400), state, jnp.asarray(True))
-    rows, cols = np.asarray(out.core.enemies.row[:, :2]), np.asarray(out.core.enemies.col[:, :2])
-    cells = [tuple(zip(r.tolist(), c.tolist())) for r, c in zip(rows, cols)]
+    cells = _cells_per_seed(out, 2)
     a_first_twice = np.array([c == ((0, 1), (1, 0)) for c in cells])
     other = np.array([c == ((1, 2), (0, 1)) for c in cells])
     assert (a_first_twice | other).all()
@@ -171,10 +177,7 @@ def test_a_shared_cell_stays_occupied_until_its_last_enemy_leaves():
     three = setup(player={"row": 0, "col": 0},
                   enemies=[enemy("daemon", 2, 0), enemy("daemon", 2, 0), enemy("daemon", 3, 0)])
     outcomes = _run_seeds(jax.random.split(jax.random.PRNGKey(2), 64), three, jnp.asarray(True))
-    rows = np.asarray(outcomes.core.enemies.row[:, :3])
-    cols = np.asarray(outcomes.core.enemies.col[:, :3])
-    for r, c in zip(rows, cols):
-        cells = list(zip(r, c))
+    for cells in _cells_per_seed(outcomes, 3):
         assert sorted(cells[:2]) == [(1, 0), (2, 1)]
         assert cells[2] == (3, 1)
 
@@ -187,10 +190,8 @@ def test_a_shared_cell_stays_occupied_while_an_enemy_that_did_not_act_holds_it()
                   enemies=[enemy("daemon", 2, 0, stunned=True), enemy("daemon", 2, 0),
                            enemy("daemon", 3, 0)])
     outcomes = _run_seeds(jax.random.split(jax.random.PRNGKey(3), 64), state, jnp.asarray(True))
-    rows = np.asarray(outcomes.core.enemies.row[:, :3])
-    cols = np.asarray(outcomes.core.enemies.col[:, :3])
-    for r, c in zip(rows, cols):
-        assert list(zip(r, c)) == [(2, 0), (1, 0), (3, 1)]
+    for cells in _cells_per_seed(outcomes, 3):
+        assert cells == ((2, 0), (1, 0), (3, 1))
 
 
 def test_a_shared_cell_stays_occupied_while_an_earlier_cellmate_that_stayed_holds_it():
@@ -205,9 +206,7 @@ def test_a_shared_cell_stays_occupied_while_an_earlier_cellmate_that_stayed_hold
                           for r, c in [(0, 1), (1, 0), (1, 2)]],
                   enemies=[enemy("daemon", 1, 1), enemy("glitch", 1, 1), enemy("glitch", 2, 1)])
     outcomes = _run_seeds(jax.random.split(jax.random.PRNGKey(3), 64), state, jnp.asarray(True))
-    rows = np.asarray(outcomes.core.enemies.row[:, :3])
-    cols = np.asarray(outcomes.core.enemies.col[:, :3])
-    seen = {tuple(zip(r.tolist(), c.tolist())) for r, c in zip(rows, cols)}
+    seen = set(_cells_per_seed(outcomes, 3))
     # The daemon stays (it came before the (2,1) glitch) or follows it up to (2,1).
     assert seen == {((1, 1), (0, 1), (2, 0)), ((2, 1), (0, 1), (2, 0))}
     assert (np.asarray(outcomes.core.hp) == 3).all()

@@ -35,6 +35,15 @@ def run_copy(finished_run, tmp_path):
     return shutil.copytree(finished_run, tmp_path / "done")
 
 
+def signal_as_training_starts(monkeypatch):
+    """A SIGTERM as if it came the moment training starts, before the first chunk."""
+    start_training = cli._Signals.start_training
+    def signalled_at_once(self, say, write_failed_summary):
+        start_training(self, say, write_failed_summary)
+        self.signal_name = "SIGTERM"
+    monkeypatch.setattr(cli._Signals, "start_training", signalled_at_once)
+
+
 def updates_in(metrics_path):
     return [json.loads(line)["update"] for line in metrics_path.read_text().splitlines()]
 
@@ -122,11 +131,7 @@ def test_a_checkpoint_saved_inside_a_log_window_keeps_its_episodes(tmp_path, mon
 
     # A signal before the resumed run's first update logs the saved episodes (no pace measured
     # yet: the ETA is "?"; it once divided by zero there) and exits 7.
-    start_training = cli._Signals.start_training
-    def signalled_at_once(self, say, write_failed_summary):
-        start_training(self, say, write_failed_summary)
-        self.signal_name = "SIGTERM"
-    monkeypatch.setattr(cli._Signals, "start_training", signalled_at_once)
+    signal_as_training_starts(monkeypatch)
     capsys.readouterr()
     assert resume(tmp_path, str(run_dir / "checkpoint_3.pkl")) == cli.EXIT_INTERRUPTED
     out = capsys.readouterr().out
@@ -291,11 +296,7 @@ def test_a_run_directory_deleted_during_the_run_is_not_written_anew(run_copy, mo
 
 def test_a_summary_that_cannot_be_rewritten_after_a_signal_keeps_exit_7(run_copy, monkeypatch,
                                                                          capsys):
-    start_training = cli._Signals.start_training
-    def signalled_at_once(self, say, write_failed_summary):
-        start_training(self, say, write_failed_summary)
-        self.signal_name = "SIGTERM"
-    monkeypatch.setattr(cli._Signals, "start_training", signalled_at_once)
+    signal_as_training_starts(monkeypatch)
     write_summary = M.write_summary
     def read_only_when_interrupted(run_dir, summary):
         if summary["status"] == "interrupted":
