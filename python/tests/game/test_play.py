@@ -11,11 +11,15 @@ import sys
 PLAY = pathlib.Path(__file__).resolve().parents[2] / "scripts" / "play.py"
 
 
+def play(*args, stdin="", timeout=300):
+    return subprocess.run([sys.executable, str(PLAY), *args], input=stdin, capture_output=True,
+                          text=True, timeout=timeout)
+
+
 def run_play(tmp_path, scenario, stdin="", extra=()):
     path = tmp_path / "scenario.json"
     path.write_text(scenario if isinstance(scenario, str) else json.dumps(scenario))
-    return subprocess.run([sys.executable, str(PLAY), "--scenario", str(path), *extra],
-                          input=stdin, capture_output=True, text=True, timeout=300)
+    return play("--scenario", str(path), *extra, stdin=stdin)
 
 
 def test_scripted_session(tmp_path):
@@ -126,8 +130,7 @@ def test_bad_json_exits_3_with_one_line(tmp_path):
 
 
 def test_help_documents_exit_codes():
-    result = subprocess.run([sys.executable, str(PLAY), "--help"], capture_output=True,
-                            text=True, timeout=120)
+    result = play("--help", timeout=120)
     assert result.returncode == 0
     assert "exit codes" in result.stdout and "malformed scenario file" in result.stdout
     assert "7  interrupted" in result.stdout
@@ -181,8 +184,6 @@ def test_a_won_game_names_its_final_score(tmp_path):
     assert result.stdout.endswith("You won! Final score 7.\n")
 
 
-def test_the_seed_chooses_the_game(tmp_path):
-    boards = [subprocess.run([sys.executable, str(PLAY), "--seed", seed], input="",
-                             capture_output=True, text=True, timeout=300).stdout
-              for seed in ("1", "1", "2")]
+def test_the_seed_chooses_the_game():
+    boards = [play("--seed", seed).stdout for seed in ("1", "1", "2")]
     assert boards[0] == boards[1] != boards[2]
