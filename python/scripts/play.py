@@ -5,7 +5,7 @@ Commands:
   w a s d            move/attack up, left, down, right (up = towards row 5, the top row);
                      also up / down / left / right, or the arrow keys followed by Enter
   x, siphon          siphon
-  wait               the WAIT program
+  z, wait            the WAIT program
   <program name>     any program by name, case-insensitive (warp, siph+, anti-v, d_bom, ...)
   <number>           any action index 0-27 (programs are 5-27)
   save FILE.json     save the game as it is now as a scenario file (specs/game-rules.md §10;
@@ -35,6 +35,7 @@ DIRECTION_COMMANDS = {
     "a": 2, "left": 2, "\x1b[d": 2,
     "d": 3, "right": 3, "\x1b[c": 3,
     "x": 4, "siphon": 4,
+    "z": 10,  # WAIT (rules §7.7): a one-key command, like x for siphon
 }
 QUIT_COMMANDS = {"q", "quit", "exit"}
 QUIT = "quit"
@@ -85,7 +86,7 @@ def parse_command(text: str):
                            f"numbers are 0-{C.NUM_ACTIONS - 1}")
     program = scenario.program_from_name(command)
     if program is None:
-        raise CommandError(f"Unknown command {shown(text.strip())}: use w/a/s/d, x, a program "
+        raise CommandError(f"Unknown command {shown(text.strip())}: use w/a/s/d, x, z, a program "
                            f"name, an action number (0-{C.NUM_ACTIONS - 1}), save FILE.json or "
                            "q; help lists them")
     return C.FIRST_PROGRAM_ACTION + program

@@ -187,3 +187,11 @@ def test_a_won_game_names_its_final_score(tmp_path):
 def test_the_seed_chooses_the_game():
     boards = [play("--seed", seed).stdout for seed in ("1", "1", "2")]
     assert boards[0] == boards[1] != boards[2]
+
+
+def test_z_and_wait_take_the_wait_program(tmp_path):
+    scenario = {"player": {"row": 0, "col": 0, "energy": 2}, "ownedPrograms": ["WAIT"]}
+    result = run_play(tmp_path, scenario, "z\nwait\nq\n")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.count("Reward -0.0600 (step_penalty -0.0100, resourceGain -0.0500)") == 2
+    assert "Turn 2" in result.stdout.split("Valid actions")[-2]

@@ -509,6 +509,19 @@ def test_poly_keeps_damage_across_the_type_change():
     assert (np.asarray(outcomes.kills) == 0).all()
 
 
+def test_poly_new_type_is_uniform_over_the_three_others():
+    """§7.6: each of the three other types about equally often (300 draws: 100 expected each;
+    a count outside 60-140 is more than 4.9 standard deviations off)."""
+    d = scene("POLY", enemies=[enemy("virus", 0, 0), enemy("daemon", 5, 5)])
+    keys = jax.random.split(jax.random.PRNGKey(11), 300)  # the shape compiled above
+    states, _ = APPLY_MANY_KEYS(keys, scenario.from_dict(d), index("POLY"))
+    kinds = np.asarray(states.core.enemies.kind)[:, :2]
+    for slot, old in enumerate((C.VIRUS, C.DAEMON)):
+        counts = np.bincount(kinds[:, slot], minlength=C.NUM_ENEMY_TYPES)
+        others = [kind for kind in range(C.NUM_ENEMY_TYPES) if kind != old]
+        assert counts[old] == 0 and all(60 <= counts[kind] <= 140 for kind in others), counts
+
+
 def test_poly_keeps_the_negative_damage_of_an_enemy_above_max_hp():
     """§7.6: a 5-hp glitch has damage -3, so it ends at maxHP(new type) + 3; disable is kept."""
     d = scene("POLY", enemies=[enemy("glitch", 4, 4, hp=5, disabledTurns=1)])
