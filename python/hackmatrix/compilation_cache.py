@@ -11,6 +11,7 @@ The benchmarks turn it off: they report cold compiles.
 from __future__ import annotations
 
 import os
+import sys
 import tempfile
 from pathlib import Path
 from typing import Callable
@@ -26,10 +27,14 @@ def default_directory() -> str:
     return str(Path(cache_home) / "hackmatrix" / "jax_compilation_cache")
 
 
-def enable(warn: Callable[[str], None]) -> str | None:
+def _warn_on_stderr(message: str) -> None:
+    print(f"hackmatrix: warning: {message}", file=sys.stderr)
+
+
+def enable(warn: Callable[[str], None] = _warn_on_stderr) -> str | None:
     """Turns the cache on (call it before the process's first compile) and returns its
-    directory; when no file can be created there, says so through `warn`, turns JAX's cache off
-    and returns None: every start then compiles from scratch. (A read-only cache that others
+    directory; when no file can be created there, says so through `warn` (by default a line on
+    stderr), turns JAX's cache off and returns None: every start then compiles from scratch. (A read-only cache that others
     filled is not read either: JAX would warn at each compile that it cannot add to it.)"""
     import jax
     directory = default_directory()

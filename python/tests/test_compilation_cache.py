@@ -50,6 +50,19 @@ def test_a_path_that_is_a_file_warns_once_and_turns_the_cache_off(monkeypatch, t
         jax.config.update("jax_enable_compilation_cache", True)
 
 
+def test_without_a_warn_function_the_warning_is_a_line_on_stderr(monkeypatch, tmp_path, capsys):
+    # For code that uses the game as a library: enable() with no arguments.
+    (tmp_path / "cache").write_text("")
+    monkeypatch.setenv("JAX_COMPILATION_CACHE_DIR", str(tmp_path / "cache"))
+    try:
+        assert compilation_cache.enable() is None
+        assert capsys.readouterr().err == (
+            f"hackmatrix: warning: no compilation cache: cannot use {tmp_path / 'cache'} "
+            "(File exists); every start compiles from scratch\n")
+    finally:
+        jax.config.update("jax_enable_compilation_cache", True)
+
+
 def test_a_directory_that_takes_no_files_warns_once_and_turns_the_cache_off(
         monkeypatch, tmp_path):
     # A read-only directory, as a user other than root sees it (root may write anywhere).

@@ -12,6 +12,7 @@ import numpy as np
 
 from hackmatrix.game import constants as C
 from hackmatrix.game import fusion
+from hackmatrix.game import state as S
 
 _ROWS = np.arange(C.BOARD_SIZE, dtype=np.int32)[:, None]
 _COLS = np.arange(C.BOARD_SIZE, dtype=np.int32)[None, :]
@@ -114,6 +115,7 @@ def program_mask(state) -> jnp.ndarray:
 
 def valid_actions(state) -> jnp.ndarray:
     """bool[28], §4: directions, siphon, programs, in action order."""
+    S.check_one_game(state, "valid_actions")
     return jnp.concatenate([
         direction_mask(state),
         (state.core.data_siphons >= 1)[None],

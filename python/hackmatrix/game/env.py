@@ -108,7 +108,14 @@ class HackMatrixEnv:
                 jnp.asarray(before.reward, jnp.float32), done, info)
 
     def reset(self, key, params: EnvParams | None = None):
+        """`reset_env` with the default params unless given: (EnvObservation, EnvState)."""
         return self.reset_env(key, self.default_params if params is None else params)
+
+    def get_obs(self, state: EnvState, params: EnvParams | None = None) -> EnvObservation:
+        """The observation of `state` (gymnax interface): for an EnvState built by hand, such
+        as `EnvState(game=scenario.from_dict(d), time=jnp.int32(0))`."""
+        del params  # the observation does not depend on them
+        return _env_observation(state.game)
 
     def step(self, key, state: EnvState, action, params: EnvParams | None = None):
         """`step_env`, then a fresh episode in place of a finished one (gymnax auto-reset).

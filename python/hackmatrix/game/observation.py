@@ -85,6 +85,7 @@ def observe(state: S.GameState) -> Observation:
     12-34 program on block, 35 spawn count, 36 transmission, 37-38 resources, 39 data-siphon
     pickup, 40 exit, 41 siphon centre.
     """
+    S.check_one_game(state, "observe")
     core = state.core
     cells = core.cells
     f32 = jnp.float32

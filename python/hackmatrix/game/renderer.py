@@ -148,6 +148,7 @@ def status_line(state: S.GameState) -> str:
 def render(state: S.GameState, color: bool = False, player_view: bool = False) -> str:
     """The board (row 5 on top), a legend and the status line, as one string; `player_view`
     draws only the pieces the player observes (module docstring)."""
+    S.check_one_game(state, "render", vmappable=False)
     state = jax.tree_util.tree_map(np.asarray, state)
     size = C.BOARD_SIZE
     separator = "   +" + "+".join("-" * CELL_WIDTH for _ in range(size)) + "+"

@@ -95,6 +95,17 @@ class GameState:
     history_size: jax.Array  # number of valid snapshots, 0..HISTORY_CAPACITY
 
 
+def check_one_game(state: GameState, caller: str, vmappable: bool = True) -> None:
+    """ValueError unless `state` is one game, not a batch of states (a leading axis on every
+    leaf), which would otherwise fail on some shape deep inside `caller`. Shapes are static, so
+    this costs nothing when traced."""
+    shape = np.shape(state.core.player_row)
+    if shape:
+        raise ValueError(f"{caller} takes one game state, got a batch of shape {shape}: "
+                         + (f"jax.vmap({caller}) handles a batch, and " if vmappable else "")
+                         + "jax.tree.map(lambda leaf: leaf[i], states) picks game i")
+
+
 def _i32(x=0):
     return jnp.asarray(x, dtype=jnp.int32)
 

@@ -201,6 +201,7 @@ def step(key, state: S.GameState, action):
     info: `reward_components` (dict name -> f32, 15 entries summing to reward),
     `invalid_action`, `stage`, `score`, `stage_complete`, `death`, `won`.
     """
+    S.check_one_game(state, "step")
     before = step_before_generation(key, state, action)
     after = finish(before)
     values = before.info["reward_components"]

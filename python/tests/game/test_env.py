@@ -23,7 +23,7 @@ PARAMS = ENV.default_params
 RESET = jax.jit(ENV.reset_env)
 BATCH_RESET = jax.jit(ENV.batch_reset)
 KEY = jax.random.PRNGKey(0)
-UP, RIGHT = 0, 3
+UP, LEFT, RIGHT = 0, 2, 3
 BATCH = 4
 
 
@@ -105,6 +105,19 @@ def test_reset_observation_matches_the_game():
     assert_features_equal(obs.features, features)
     np.testing.assert_array_equal(obs.action_mask, mask)
     assert int(state.time) == 0
+
+
+def test_get_obs_of_a_reset_state_is_the_resets_observation():
+    obs, state = RESET(KEY, PARAMS)
+    assert_trees_equal(jax.jit(ENV.get_obs)(state), obs)
+    # A state built by hand from a scenario starts there, as a gymnax user would start one.
+    built = env_state({"player": {"row": 0, "col": 0, "dataSiphons": 1}})
+    features, mask = expected_observation(built.game)
+    got = ENV.get_obs(built)
+    assert_features_equal(got.features, features)
+    np.testing.assert_array_equal(got.action_mask, mask)
+    # A siphon charge makes siphon valid; a move off the board is not.
+    assert bool(got.action_mask[C.ACTION_SIPHON]) and not bool(got.action_mask[LEFT])
 
 
 def test_step_env_plain_move():

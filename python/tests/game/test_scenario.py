@@ -1,12 +1,17 @@
 """Scenario API (rules Appendix A): fields, defaults, order of application, errors, round trip."""
 
 import json
+import re
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from hackmatrix.game import action_mask
 from hackmatrix.game import constants as C
+from hackmatrix.game import observation
+from hackmatrix.game import renderer
 from hackmatrix.game import scenario
 from hackmatrix.game import transition
 
@@ -246,6 +251,35 @@ def test_inputs_accept_json_text_round_trip():
 
 def test_key_argument_is_accepted():
     assert_states_equal(scenario.from_dict({"player": PLAYER}, jax.random.PRNGKey(3)), build())
+
+
+def test_numbers_read_out_of_a_state_are_accepted():
+    # 0-d NumPy and JAX arrays, such as `state.core.hp`, hold one number or boolean.
+    state = build(player={"row": jnp.int32(1), "col": np.int64(2), "hp": jnp.asarray(2)},
+                  showActivated=jnp.bool_(True))
+    assert_states_equal(state, build(player={"row": 1, "col": 2, "hp": 2}, showActivated=True))
+    for value, message in ((jnp.float32(1.5), "expected an integer, got 1.5"),
+                           (jnp.zeros(2, jnp.int32), "expected an integer, got Array(")):
+        with pytest.raises(ValueError, match=re.escape(f"player.row: {message}")):
+            build(player={"row": value, "col": 0})
+
+
+def test_a_batch_of_states_is_refused_by_the_functions_of_one_game():
+    # Otherwise some shape deep inside fails, naming nothing the caller wrote.
+    batch = jax.tree.map(lambda *leaves: jnp.stack(leaves), build(), build())
+    hint = "jax.tree.map(lambda leaf: leaf[i], states) picks game i"
+    for name, call in (("observe", observation.observe),
+                       ("valid_actions", action_mask.valid_actions),
+                       ("step", lambda s: jax.jit(transition.step)(jax.random.PRNGKey(0), s, 0))):
+        with pytest.raises(ValueError, match=re.escape(
+                f"{name} takes one game state, got a batch of shape (2,): jax.vmap({name}) "
+                f"handles a batch, and {hint}")):
+            call(batch)
+    for name, call in (("render", renderer.render), ("inspect", scenario.inspect),
+                       ("to_dict", scenario.to_dict)):
+        with pytest.raises(ValueError, match=re.escape(
+                f"{name} takes one game state, got a batch of shape (2,): {hint}")):
+            call(batch)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -4,6 +4,7 @@ import concurrent.futures
 import io
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -287,9 +288,11 @@ def test_a_huge_device_count_is_refused_before_it_fills_the_memory(tmp_path):
     assert "--num-envs 9 is not divisible by --num-devices 100000000" in result.stderr
 
 
-def test_help_documents_every_flag(capsys):
+def test_help_lists_every_flag_the_issue_names(capsys):
+    # Each as an option of its own: "--wandb" inside "--wandb-project" does not count. That
+    # every flag has help text is test_flags_fuzz's check.
     assert cli.main(["--help"]) == 0
-    text = capsys.readouterr().out
+    options = set(re.findall(r"(?<![\w-])--[a-z][a-z-]*[a-z]\b(?!-)", capsys.readouterr().out))
     for flag in ("--total-timesteps", "--num-envs", "--num-steps", "--num-minibatches",
                  "--update-epochs", "--lr", "--anneal-lr", "--gamma", "--gae-lambda", "--clip-eps",
                  "--ent-coef", "--vf-coef", "--max-grad-norm", "--hidden-dim", "--num-layers",
@@ -297,7 +300,7 @@ def test_help_documents_every_flag(capsys):
                  "--save-interval", "--keep-checkpoints", "--resume", "--keep-optimizer",
                  "--wandb", "--no-wandb", "--wandb-project", "--wandb-entity", "--wandb-mode",
                  "--no-artifact", "--artifact", "--log-interval", "--verbose"):
-        assert flag in text
+        assert flag in options
 
 
 def offline_env(tmp_path):
@@ -542,3 +545,91 @@ def test_params_flax_returns_as_frozen_dicts_are_saved_as_plain_dicts(tmp_path):
                          str(8 * 16 * (UPDATES + 1)), "--no-wandb"]) == 0
     finally:
         flax.config.update("flax_return_frozendict", False)
+
+
+def test_the_timer_saves_on_its_interval_and_at_0_minutes_after_every_chunk(tmp_path, capsys,
+                                                                            monkeypatch):
+    # The default saving rule (issue 4: "on the timer"): no other test lets the timer save.
+    assert train(tmp_path, "every_chunk", "--save-interval-minutes", "0",
+                 "--keep-checkpoints", "0") == 0
+    assert [u for u, _ in ckpt.list_checkpoints(tmp_path / "every_chunk")] == [2, 4, UPDATES]
+    assert capsys.readouterr().out.count("(every chunk)") == 2
+    # A clock that moves 10 minutes between readings: a 5-minute timer is due at every chunk.
+    readings = iter(range(0, 10**6, 600))
+    monkeypatch.setattr(cli, "time", type("Clock", (), {
+        "perf_counter": staticmethod(time.perf_counter),
+        "monotonic": staticmethod(lambda: float(next(readings)))}))
+    assert train(tmp_path, "timed", "--save-interval-minutes", "5", "--keep-checkpoints", "0") == 0
+    assert [u for u, _ in ckpt.list_checkpoints(tmp_path / "timed")] == [2, 4, UPDATES]
+    assert capsys.readouterr().out.count("(every 5 minutes)") == 2
+
+
+def test_a_restart_loads_every_program_from_the_compilation_cache(tmp_path):
+    # Issue 4: "A restart does not recompile." The second start, with the first one's cache,
+    # must add no entry to it (every program is cached, however quickly it compiled).
+    env = {**os.environ, "JAX_COMPILATION_CACHE_DIR": str(tmp_path / "cache"),
+           "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0"}
+    def entries():
+        return sorted(p.name for p in (tmp_path / "cache").iterdir()
+                      if not p.name.endswith("-atime"))
+    listings = []
+    for run_name in ("first", "restart"):
+        result = subprocess.run([sys.executable, str(SCRIPT), *TINY, *TOTAL, "--checkpoint-dir",
+                                 str(tmp_path), "--run-name", run_name, "--no-wandb"],
+                                env=env, capture_output=True, text=True, timeout=600)
+        assert result.returncode == 0, result.stderr
+        listings.append(entries())
+    assert listings[0] and listings[1] == listings[0]
+
+
+class FakeWandbRun:
+    """What the trainer hands wandb: `init`'s arguments, the records and the artifacts."""
+
+    def __init__(self, directory, **init):
+        self.init, self.id, self.dir = init, init["id"], str(directory)
+        self.records, self.artifacts, self.summary, self.exit_code = [], [], {}, None
+
+    def define_metric(self, *args, **kwargs):
+        pass
+
+    def log(self, record):
+        self.records.append(record)
+
+    def log_artifact(self, artifact, aliases):
+        self.artifacts.append(aliases[-1])
+
+    def finish(self, exit_code):
+        self.exit_code = exit_code
+
+
+def test_a_resumed_session_continues_the_same_wandb_run_with_its_config(tmp_path, monkeypatch):
+    # Issue 4: the same wandb run (resumed, not a new one), the config and git commit recorded,
+    # the checkpoint as an artifact unless --no-artifact.
+    import types
+
+    runs = []
+
+    def init(**kwargs):
+        runs.append(FakeWandbRun(tmp_path / "wandb" / f"session-{len(runs)}" / "files", **kwargs))
+        return runs[-1]
+
+    artifact = types.SimpleNamespace(add_file=lambda path: None)
+    monkeypatch.setitem(sys.modules, "wandb", types.SimpleNamespace(
+        init=init, Settings=lambda **kwargs: kwargs, Artifact=lambda *a, **k: artifact))
+    assert train(tmp_path, "logged", "--wandb", "--wandb-mode", "offline") == 0
+    assert cli.main(["--resume", "--checkpoint-dir", str(tmp_path), "--run-name", "logged",
+                     "--total-timesteps", str(8 * 16 * (UPDATES + 2)), "--no-artifact"]) == 0
+
+    first, second = runs
+    assert first.init["resume"] is None and second.init["resume"] == "allow"
+    assert first.id == second.id == ckpt.load_checkpoint(
+        ckpt.newest_checkpoint(tmp_path / "logged"))["wandb_run_id"]
+    assert first.init["name"] == second.init["name"] == "logged"
+    assert first.init["project"] == "hackmatrix" and first.init["mode"] == "offline"
+    assert first.init["config"]["git_commit"] == cli.git_commit()
+    assert first.init["config"]["num_envs"] == 8 and first.init["config"]["batch_size"] == 128
+    assert [r["update"] for r in first.records] == [2, 4, 6]
+    assert [r["update"] for r in second.records] == [8]
+    # Offline, the artifact is logged once, at the session's end; --no-artifact logs none.
+    assert first.artifacts == [f"update-{UPDATES}"] and second.artifacts == []
+    assert first.exit_code == second.exit_code == 0
