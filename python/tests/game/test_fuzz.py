@@ -76,6 +76,8 @@ def _generated_blocks_consistent(state):
 
 
 def _invariants(state):
+    # "No two blocks share a cell" needs no check: a cell holds one content (state.Cells), so the
+    # state cannot express two blocks on it.
     core = state.core
     cells = core.cells
     open_cell = ~_is_block(cells.content)
