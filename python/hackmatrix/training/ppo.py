@@ -1,18 +1,35 @@
 """Action-masked PPO in the PureJaxRL style.
 
 `make_trainer(config, env, env_params)` returns pure functions. `env` is gymnax-style with the
-batched pair `batch_reset(keys, params)` / `batch_step(keys, states, actions, params)` (the
-HackMatrix env runs its rarely needed parts only for the envs that need them there) and the
-static sizes `observation_size` (of `obs.features`) and `num_actions`; optionally
-`reset_shapes(params)`, the shapes of one env's reset, for `init_shapes`. Its per-env step keys
-are raw uint32[2] keys from the game's hash splitter (`spawning.split_key`):
-  init(key) -> RunnerState
+batched pair `batch_reset(keys, params) -> (obs, states)` / `batch_step(keys, states, actions,
+params) -> (obs, states, reward, done, info)` (the HackMatrix env runs its rarely needed parts
+only for the envs that need them there) and the static sizes `observation_size` (of
+`obs.features`) and `num_actions`; optionally `reset_shapes(params)`, the shapes of one env's
+reset, for `init_shapes`. Observations carry `features` f32[B, observation_size] and
+`action_mask` bool[B, num_actions] (`game.env.EnvObservation`); `info` holds
+`reward_components` [B, 15], `stage`, `won`, `death`, `truncated` and `invalid_action` [B] for
+the metrics, whose action fractions count HackMatrix's action numbers (moves below the siphon,
+programs from FIRST_PROGRAM_ACTION). Its per-env step keys are raw uint32[2] keys from the
+game's hash splitter (`spawning.split_key`):
+  init(key) -> RunnerState: not jitted (jit it; the CLI does, placing it with `out_shardings=
+      runner_sharding`). A runner made or restored elsewhere goes through
+      `jax.device_put(runner, trainer.runner_sharding)` before its first `run_chunk`: on another
+      sharding it is another input type, and the chunk compiles a second time.
   init_shapes(key) -> `jax.eval_shape(init, key)`, without tracing the envs' reset when it can
   run_chunk(runner, num_active, schedule) -> (runner, metrics): `config.updates_per_chunk` PPO
-      updates in one jitted `lax.scan`; only the first `num_active` run (the rest pass the state
-      through), so a leftover count never recompiles. `schedule` (lr, total_timesteps) is traced,
-      so changing either on resume reuses the compiled program. Metrics are stacked per update,
-      shape [updates_per_chunk].
+      updates in one jitted `lax.scan`; only the first `num_active` (an int32 array; a Python
+      int is another input type) run, and the rest pass the state through with metrics of 0,
+      so a leftover count never recompiles. `schedule` (lr, total_timesteps) is traced, so
+      changing either on resume reuses the compiled program. Metrics are stacked per update,
+      shape [updates_per_chunk]: read the first `num_active`.
+  update(runner, schedule) -> (runner, metrics): one PPO update, not jitted, on one device: to
+      compose as PureJaxRL does, e.g. several seeds at once (specs/training.md, "From Python"):
+          def train(key):
+              return jax.lax.scan(lambda runner, _: trainer.update(runner, schedule),
+                                  trainer.init(key), length=num_updates)
+          runners, metrics = jax.jit(jax.vmap(train))(jax.random.split(key, num_seeds))
+      Each seed trains as a single run would, up to the last bits of float sums (XLA compiles
+      batched products differently), so a vmapped seed is not bit-identical to a CLI run.
 Update k depends only on the carried RunnerState (RNG included), so how updates are grouped into
 chunks, and whether a run was interrupted and resumed in between, never changes the result.
 
@@ -40,7 +57,7 @@ from hackmatrix import xla_options
 from hackmatrix.game.constants import ACTION_SIPHON, FIRST_PROGRAM_ACTION, NUM_REWARD_COMPONENTS
 from hackmatrix.game.spawning import split_key
 from hackmatrix.training import distribution
-from hackmatrix.training.config import TrainConfig
+from hackmatrix.training.config import TrainConfig, validate
 from hackmatrix.training.network import ActorCritic, init_params
 
 
@@ -142,10 +159,14 @@ class Trainer(NamedTuple):
     init_shapes: Callable[[jax.Array], RunnerState]  # init's output shapes, traced cheaply
     run_chunk: Callable[[RunnerState, jax.Array, Schedule], tuple[RunnerState, dict]]
     runner_sharding: Any  # RunnerState prefix of NamedShardings: per-env data split, rest replicated
+    # One PPO update, not jitted, for one device: the PureJaxRL building block (module docstring).
+    update: Callable[[RunnerState, Schedule], tuple[RunnerState, dict]]
 
 
 def make_trainer(config: TrainConfig, env, env_params) -> Trainer:
-    """The first `config.num_devices` local devices share the envs."""
+    """The first `config.num_devices` local devices share the envs. Raises ConfigError for an
+    invalid config (`config.validate`), before anything is traced."""
+    validate(config)
     obs_dim, num_actions = env.observation_size, env.num_actions
     network = ActorCritic(config.hidden_dim, config.num_layers, num_actions)
     optimizer = make_optimizer(config)
@@ -344,7 +365,13 @@ def make_trainer(config: TrainConfig, env, env_params) -> Trainer:
     chunk = jax.jit(chunk, in_shardings=(runner_sharding, everywhere, everywhere),
                     out_shardings=(runner_sharding, everywhere),
                     compiler_options=xla_options.compiler_options())
-    return Trainer(network, optimizer, init, init_shapes, chunk, runner_sharding)
+    def update(runner: RunnerState, schedule: Schedule):
+        if num_devices > 1:
+            raise ValueError(f"Trainer.update runs on one device; with num_devices={num_devices} "
+                             "the devices share the envs inside run_chunk")
+        return ppo_update(runner, schedule)
+
+    return Trainer(network, optimizer, init, init_shapes, chunk, runner_sharding, update)
 
 
 ROLLOUT_MAXIMA = frozenset({"highest_stage"})

@@ -65,3 +65,20 @@ def test_masked_actions_get_the_dtype_minimum_log_prob():
     actions = jnp.zeros(len(mask), jnp.int32)
     got = distribution.log_prob(jnp.asarray(logits), jnp.asarray(mask), actions)
     assert float(got[0]) == np.finfo(np.float32).min
+
+
+def test_half_precision_logits_are_computed_in_float32():
+    # In bfloat16 the sampler's Gumbel-perturbed logits tie often and favour low action numbers;
+    # the same logits cast to float32 give the same samples, log-probs and entropy exactly.
+    logits, mask = random_batch(3)
+    keys = jax.random.split(jax.random.PRNGKey(4), 8)
+    for dtype in (jnp.bfloat16, jnp.float16):
+        narrow = jnp.asarray(logits, dtype)
+        wide = narrow.astype(jnp.float32)
+        for fn in (distribution.log_probs, distribution.entropy):
+            result = fn(narrow, jnp.asarray(mask))
+            assert result.dtype == jnp.float32
+            np.testing.assert_array_equal(result, fn(wide, jnp.asarray(mask)))
+        for key in keys:
+            np.testing.assert_array_equal(distribution.sample(key, narrow, jnp.asarray(mask)),
+                                          distribution.sample(key, wide, jnp.asarray(mask)))

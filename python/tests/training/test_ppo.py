@@ -3,11 +3,12 @@
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 
 from hackmatrix.game.constants import NUM_REWARD_COMPONENTS
 from hackmatrix.game.env import HackMatrixEnv
 from hackmatrix.training import distribution
-from hackmatrix.training.config import TrainConfig
+from hackmatrix.training.config import ConfigError, TrainConfig
 from hackmatrix.training.ppo import compute_gae, make_schedule, make_trainer
 
 
@@ -130,3 +131,43 @@ def test_two_devices_learn_what_one_device_learns_from_the_same_data(monkeypatch
     for leaf in jax.tree.leaves(two.train.params):
         first, second = (np.asarray(shard.data) for shard in leaf.addressable_shards)
         np.testing.assert_array_equal(first, second)
+
+
+def test_update_composes_into_a_vmapped_train_over_seeds_as_purejaxrl_does():
+    # Trainer.update, not jitted, scanned and vmapped by the caller: each seed trains on the
+    # data a single run of that seed sees, and to its params up to the last bits of float sums.
+    config = TrainConfig(total_timesteps=10**6, num_envs=8, num_steps=10, num_minibatches=2,
+                         update_epochs=2, hidden_dim=16, num_layers=1, log_interval=3, lr=3e-3)
+    trainer = make_trainer(config, CountingEnv(), None)
+    schedule = make_schedule(config)
+
+    def train(key):
+        return jax.lax.scan(lambda runner, _: trainer.update(runner, schedule), trainer.init(key),
+                            length=3)
+
+    keys = jax.random.split(jax.random.PRNGKey(0), 2)
+    runners, metrics = jax.jit(jax.vmap(train))(keys)
+    assert metrics["pg_loss"].shape == (2, 3)
+    for seed, key in enumerate(keys):
+        single = jax.jit(trainer.init, out_shardings=trainer.runner_sharding)(key)
+        single, single_metrics = trainer.run_chunk(single, jnp.int32(3), schedule)
+        for name in ("num_episodes", "episode_length_sum", "move_count"):
+            np.testing.assert_array_equal(metrics[name][seed], single_metrics[name], err_msg=name)
+        jax.tree.map(lambda vmapped, alone: np.testing.assert_allclose(
+            vmapped[seed], alone, rtol=1e-5, atol=1e-6), runners.train.params, single.train.params)
+    first_kernels = [np.asarray(leaf) for leaf in jax.tree.leaves(runners.train.params)]
+    assert not all(np.array_equal(leaf[0], leaf[1]) for leaf in first_kernels)
+
+
+def test_make_trainer_refuses_an_invalid_config_before_tracing():
+    config = TrainConfig(num_envs=8, num_steps=10, num_minibatches=3, hidden_dim=16)
+    with pytest.raises(ConfigError, match="num_minibatches"):
+        make_trainer(config, CountingEnv(), None)
+
+
+def test_update_says_it_runs_on_one_device():
+    config = TrainConfig(num_envs=8, num_steps=10, num_minibatches=1, hidden_dim=16,
+                         num_devices=2)
+    trainer = make_trainer(config, CountingEnv(), None)
+    with pytest.raises(ValueError, match="Trainer.update runs on one device; with num_devices=2"):
+        trainer.update(None, make_schedule(config))
