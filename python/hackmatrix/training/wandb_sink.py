@@ -120,7 +120,9 @@ class WandbSink:
         try:
             import wandb
             self._wandb = wandb
-            Path(directory).mkdir(parents=True, exist_ok=True)
+            # Absolute: wandb's run directory then is too, as summary.json's paths are.
+            directory = Path(directory).absolute()
+            directory.mkdir(parents=True, exist_ok=True)
             self.run = wandb.init(
                 project=project, entity=entity, name=run_name, id=run_id,
                 resume="allow" if resuming else None, config=config, dir=str(directory),

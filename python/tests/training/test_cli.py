@@ -616,14 +616,16 @@ def test_a_resumed_session_continues_the_same_wandb_run_with_its_config(tmp_path
     artifact = types.SimpleNamespace(add_file=lambda path: None)
     monkeypatch.setitem(sys.modules, "wandb", types.SimpleNamespace(
         init=init, Settings=lambda **kwargs: kwargs, Artifact=lambda *a, **k: artifact))
-    assert train(tmp_path, "logged", "--wandb", "--wandb-mode", "offline") == 0
-    assert cli.main(["--resume", "--checkpoint-dir", str(tmp_path), "--run-name", "logged",
+    monkeypatch.chdir(tmp_path)  # a relative --checkpoint-dir: wandb still gets an absolute dir
+    assert train(Path("runs"), "logged", "--wandb", "--wandb-mode", "offline") == 0
+    assert cli.main(["--resume", "--checkpoint-dir", "runs", "--run-name", "logged",
                      "--total-timesteps", str(8 * 16 * (UPDATES + 2)), "--no-artifact"]) == 0
 
     first, second = runs
     assert first.init["resume"] is None and second.init["resume"] == "allow"
+    assert first.init["dir"] == second.init["dir"] == str(tmp_path / "runs" / "logged")
     assert first.id == second.id == ckpt.load_checkpoint(
-        ckpt.newest_checkpoint(tmp_path / "logged"))["wandb_run_id"]
+        ckpt.newest_checkpoint(tmp_path / "runs" / "logged"))["wandb_run_id"]
     assert first.init["name"] == second.init["name"] == "logged"
     assert first.init["project"] == "hackmatrix" and first.init["mode"] == "offline"
     assert first.init["config"]["git_commit"] == cli.git_commit()
