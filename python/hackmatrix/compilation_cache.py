@@ -34,8 +34,9 @@ def _warn_on_stderr(message: str) -> None:
 def enable(warn: Callable[[str], None] = _warn_on_stderr) -> str | None:
     """Turns the cache on (call it before the process's first compile) and returns its
     directory; when no file can be created there, says so through `warn` (by default a line on
-    stderr), turns JAX's cache off and returns None: every start then compiles from scratch. (A read-only cache that others
-    filled is not read either: JAX would warn at each compile that it cannot add to it.)"""
+    stderr), turns JAX's cache off and returns None: every start then compiles from scratch.
+    (A read-only cache that others filled is not read either: JAX would warn at each compile
+    that it cannot add to it.)"""
     import jax
     directory = default_directory()
     try:

@@ -35,7 +35,7 @@ DIRECTION_COMMANDS = {
     "a": 2, "left": 2, "\x1b[d": 2,
     "d": 3, "right": 3, "\x1b[c": 3,
     "x": 4, "siphon": 4,
-    "z": 10,  # WAIT (rules §7.7): a one-key command, like x for siphon
+    "z": 10,  # WAIT, constants.ACTION_WAIT: one key, like x for siphon
 }
 QUIT_COMMANDS = {"q", "quit", "exit"}
 QUIT = "quit"

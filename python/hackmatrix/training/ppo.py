@@ -11,8 +11,8 @@ reset, for `init_shapes`. Observations carry `features` f32[B, observation_size]
 the metrics, whose action fractions count HackMatrix's action numbers (moves below the siphon,
 programs from FIRST_PROGRAM_ACTION). Its per-env step keys are raw uint32[2] keys from the
 game's hash splitter (`spawning.split_key`):
-  init(key) -> RunnerState: not jitted (jit it; the CLI does, placing it with `out_shardings=
-      runner_sharding`). A runner made or restored elsewhere goes through
+  init(key) -> RunnerState: not jitted. The CLI jits it with
+      `out_shardings=trainer.runner_sharding`; a runner made or restored otherwise goes through
       `jax.device_put(runner, trainer.runner_sharding)` before its first `run_chunk`: on another
       sharding it is another input type, and the chunk compiles a second time.
   init_shapes(key) -> `jax.eval_shape(init, key)`, without tracing the envs' reset when it can
@@ -365,6 +365,7 @@ def make_trainer(config: TrainConfig, env, env_params) -> Trainer:
     chunk = jax.jit(chunk, in_shardings=(runner_sharding, everywhere, everywhere),
                     out_shardings=(runner_sharding, everywhere),
                     compiler_options=xla_options.compiler_options())
+
     def update(runner: RunnerState, schedule: Schedule):
         if num_devices > 1:
             raise ValueError(f"Trainer.update runs on one device; with num_devices={num_devices} "
