@@ -29,7 +29,8 @@ from hackmatrix.launch import exit_process
 from hackmatrix.messages import shown
 from hackmatrix.tools import cli
 
-DIRECTION_COMMANDS = {
+# One key (or a word) for each move, siphon and WAIT.
+KEY_COMMANDS = {
     "w": 0, "up": 0, "\x1b[a": 0,
     "s": 1, "down": 1, "\x1b[b": 1,
     "a": 2, "left": 2, "\x1b[d": 2,
@@ -75,8 +76,8 @@ def parse_command(text: str):
         return QUIT
     if command in HELP_COMMANDS:
         return HELP
-    if command in DIRECTION_COMMANDS:
-        return DIRECTION_COMMANDS[command]
+    if command in KEY_COMMANDS:
+        return KEY_COMMANDS[command]
     if re.fullmatch(r"[+-]?[0-9]+", command):  # not str.isdigit: it takes "²", and "--5"
         # Python will not read a number of over 4300 digits; none of those is an action.
         number = int(command) if len(command) <= 60 else None

@@ -188,6 +188,7 @@ def _enemy_type(value, path: str) -> int:
 
 def _program(value, path: str) -> int:
     """An action index 5-27 or a program name (case-insensitive); returns the program index."""
+    value = _scalar(value)
     if isinstance(value, str):
         index = program_from_name(value)
         if index is None:

@@ -5,7 +5,8 @@ exactly 0 so they are never sampled, while log-probs stay finite and gradients n
 0 * inf = NaN. Entropy only sums over valid actions for the same reason. Logits of a narrower
 type than float32 (bfloat16, float16) are computed in float32: bfloat16's 8-bit mantissa ties
 the sampler's Gumbel-perturbed logits often enough to favour low action numbers. A row with no
-valid action samples action 0 (every logit is then the minimum); the game never has one.
+valid action samples action 0 (every logit is then the minimum): play never reaches such a
+state, but a scenario can build one (`tools.policy.masked_logits` samples the raw logits then).
 """
 
 from __future__ import annotations

@@ -121,7 +121,7 @@ class WandbSink:
             import wandb
             self._wandb = wandb
             # Absolute: wandb's run directory then is too, as summary.json's paths are.
-            directory = Path(directory).absolute()
+            directory = Path(os.path.abspath(directory))
             directory.mkdir(parents=True, exist_ok=True)
             self.run = wandb.init(
                 project=project, entity=entity, name=run_name, id=run_id,

@@ -256,8 +256,12 @@ def test_key_argument_is_accepted():
 def test_numbers_read_out_of_a_state_are_accepted():
     # 0-d NumPy and JAX arrays, such as `state.core.hp`, hold one number or boolean.
     state = build(player={"row": jnp.int32(1), "col": np.int64(2), "hp": jnp.asarray(2)},
-                  showActivated=jnp.bool_(True))
-    assert_states_equal(state, build(player={"row": 1, "col": 2, "hp": 2}, showActivated=True))
+                  showActivated=jnp.bool_(True), ownedPrograms=[jnp.int32(15), np.array(10)],
+                  blocks=[{"row": 0, "col": 0, "type": "program", "program": jnp.int32(9)}])
+    assert_states_equal(state, build(player={"row": 1, "col": 2, "hp": 2}, showActivated=True,
+                                     ownedPrograms=[15, 10],
+                                     blocks=[{"row": 0, "col": 0, "type": "program",
+                                              "program": 9}]))
     for value, message in ((jnp.float32(1.5), "expected an integer, got 1.5"),
                            (jnp.zeros(2, jnp.int32), "expected an integer, got Array(")):
         with pytest.raises(ValueError, match=re.escape(f"player.row: {message}")):

@@ -134,8 +134,9 @@ def test_two_devices_learn_what_one_device_learns_from_the_same_data(monkeypatch
 
 
 def test_update_composes_into_a_vmapped_train_over_seeds_as_purejaxrl_does():
-    # Trainer.update, not jitted, scanned and vmapped by the caller: each seed trains on the
-    # data a single run of that seed sees, and to its params up to the last bits of float sums.
+    # Trainer.update, not jitted, scanned and vmapped by the caller: each seed takes the actions
+    # a single run of that seed takes (the rewards depend on them) and ends with its params, up
+    # to the last bits of float sums.
     config = TrainConfig(total_timesteps=10**6, num_envs=8, num_steps=10, num_minibatches=2,
                          update_epochs=2, hidden_dim=16, num_layers=1, log_interval=3, lr=3e-3)
     trainer = make_trainer(config, CountingEnv(), None)
@@ -151,8 +152,10 @@ def test_update_composes_into_a_vmapped_train_over_seeds_as_purejaxrl_does():
     for seed, key in enumerate(keys):
         single = jax.jit(trainer.init, out_shardings=trainer.runner_sharding)(key)
         single, single_metrics = trainer.run_chunk(single, jnp.int32(3), schedule)
-        for name in ("num_episodes", "episode_length_sum", "move_count"):
-            np.testing.assert_array_equal(metrics[name][seed], single_metrics[name], err_msg=name)
+        np.testing.assert_allclose(metrics["reward_sum"][seed], single_metrics["reward_sum"],
+                                   rtol=1e-6)
+        np.testing.assert_allclose(metrics["pg_loss"][seed], single_metrics["pg_loss"],
+                                   rtol=1e-4, atol=1e-7)
         jax.tree.map(lambda vmapped, alone: np.testing.assert_allclose(
             vmapped[seed], alone, rtol=1e-5, atol=1e-6), runners.train.params, single.train.params)
     first_kernels = [np.asarray(leaf) for leaf in jax.tree.leaves(runners.train.params)]
