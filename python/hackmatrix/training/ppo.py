@@ -22,14 +22,9 @@ game's hash splitter (`spawning.split_key`):
       so a leftover count never recompiles. `schedule` (lr, total_timesteps) is traced, so
       changing either on resume reuses the compiled program. Metrics are stacked per update,
       shape [updates_per_chunk]: read the first `num_active`.
-  update(runner, schedule) -> (runner, metrics): one PPO update, not jitted, on one device: to
-      compose as PureJaxRL does, e.g. several seeds at once (specs/training.md, "From Python"):
-          def train(key):
-              return jax.lax.scan(lambda runner, _: trainer.update(runner, schedule),
-                                  trainer.init(key), length=num_updates)
-          runners, metrics = jax.jit(jax.vmap(train))(jax.random.split(key, num_seeds))
-      Each seed trains as a single run would, up to the last bits of float sums (XLA compiles
-      batched products differently), so a vmapped seed is not bit-identical to a CLI run.
+  update(runner, schedule) -> (runner, metrics): one PPO update, not jitted, on one device,
+      for the caller to scan, vmap and jit as PureJaxRL does (specs/training.md, "From Python",
+      shows a whole run vmapped over seeds, and how far a seed matches a single run).
 Update k depends only on the carried RunnerState (RNG included), so how updates are grouped into
 chunks, and whether a run was interrupted and resumed in between, never changes the result.
 

@@ -569,6 +569,7 @@ def test_a_restart_loads_every_program_from_the_compilation_cache(tmp_path):
     # must add no entry to it (every program is cached, however quickly it compiled).
     env = {**os.environ, "JAX_COMPILATION_CACHE_DIR": str(tmp_path / "cache"),
            "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0"}
+
     def entries():
         return sorted(p.name for p in (tmp_path / "cache").iterdir()
                       if not p.name.endswith("-atime"))

@@ -158,8 +158,8 @@ def test_update_composes_into_a_vmapped_train_over_seeds_as_purejaxrl_does():
                                    rtol=1e-4, atol=1e-7)
         jax.tree.map(lambda vmapped, alone: np.testing.assert_allclose(
             vmapped[seed], alone, rtol=1e-5, atol=1e-6), runners.train.params, single.train.params)
-    first_kernels = [np.asarray(leaf) for leaf in jax.tree.leaves(runners.train.params)]
-    assert not all(np.array_equal(leaf[0], leaf[1]) for leaf in first_kernels)
+    leaves = [np.asarray(leaf) for leaf in jax.tree.leaves(runners.train.params)]
+    assert not all(np.array_equal(leaf[0], leaf[1]) for leaf in leaves)  # the seeds differ
 
 
 def test_make_trainer_refuses_an_invalid_config_before_tracing():
