@@ -139,18 +139,13 @@ def _mark_later_cellmates(words):
     """Set _LATER_CELLMATE_BIT on the words (in processing order) of active enemies whose cell
     also holds an active enemy processed later.
 
-    K broadcast comparisons fuse into one elementwise kernel under vmap. Written as a [K, K]
-    comparison and `jnp.any`, XLA:CPU rewrites the reduction over K > 32 into a slow
-    reduce-window (that kernel took ~12% of a 256-env step), and a separate `position < other`
-    test per slot would become K constant arrays. Instead each key holds the cell above the
-    position, so two slots share a cell exactly when their keys are less than K apart, and the
-    later one has the larger key."""
+    Each key holds the cell above the position, so two slots share a cell exactly when their
+    keys are less than K apart, and the later one has the larger key: one [K, K] comparison,
+    reduced by `jnp.any`."""
     capacity = words.shape[-1]
     key = (words & (_ACTIVE_BIT | _CELL_BITS)) * _KEY_SCALE + jnp.arange(capacity)
-    later = jnp.zeros(words.shape, jnp.bool_)
-    for other in range(1, capacity):
-        # 1 <= key[other] - key <= K - 1: same cell, and `other` comes later.
-        later = later | ((key[other] - key - 1).astype(jnp.uint32) < capacity - 1)
+    # later[i]: 1 <= key[other] - key[i] <= K - 1 for some other slot (same cell, comes later).
+    later = jnp.any((key[None, :] - key[:, None] - 1).astype(jnp.uint32) < capacity - 1, axis=-1)
     return jnp.where(later & ((words & _ACTIVE_BIT) != 0), words | _LATER_CELLMATE_BIT, words)
 
 

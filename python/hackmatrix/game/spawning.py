@@ -112,12 +112,11 @@ def random_order_first(words, first):
 
 def _ranks(keys):
     """The rank of each of n distinct uint32 keys among them (int32[n])."""
+    # The keys materialised, so the [n, n] comparison reads them instead of recomputing them.
+    # One reduction kernel: the same comparisons unrolled into n elementwise steps ran ~3x
+    # slower (specs/performance.md, "Reductions over 36 entries").
     keys = bb.materialize(keys)
-    # n broadcast comparisons fuse into one elementwise kernel (a [n, n] reduce is ~10x slower).
-    rank = jnp.zeros(keys.shape, jnp.int32)
-    for j in range(keys.shape[-1]):
-        rank = rank + (keys[j] < keys).astype(jnp.int32)
-    return rank
+    return jnp.sum(keys[None, :] < keys[:, None], axis=-1, dtype=jnp.int32)
 
 
 def exclusive_prefix_count(mask):
@@ -164,8 +163,8 @@ def placed_words(key, state: S.GameState, count, from_siphon, from_scheduled,
     ones after it in one call).
 
     Each free cell gets a random sort key, preferred cells before fallback ones; a cell's
-    placement index is its rank among the free cells, computed by pairwise comparisons in one
-    fused kernel (XLA's CPU sort of 1024 x 36 keys costs ~2.7 ms, 36 sequential picks ~0.7 ms).
+    placement index is its rank among the free cells, counted by pairwise comparisons in one
+    reduction kernel (XLA's CPU sort of 1024 x 36 keys costs ~2.7 ms, 36 sequential picks ~0.7 ms).
     Keys are 25 random bits above the cell index: cells whose random bits collide (probability
     < 2e-5 per call) keep their row-major order.
     """
@@ -181,9 +180,7 @@ def placed_words(key, state: S.GameState, count, from_siphon, from_scheduled,
     keys = bb.materialize(jnp.where(in_fire, jnp.uint32(1 << 31), jnp.uint32(0))
                           | ((cell_words[:C.NUM_CELLS] >> 7) << 6) | cell.astype(jnp.uint32))
     free_keys = jnp.where(is_free, keys, jnp.uint32(0xFFFFFFFF))
-    rank = jnp.zeros((C.NUM_CELLS,), jnp.int32)
-    for other in range(C.NUM_CELLS):  # unrolled comparisons fuse into one elementwise kernel
-        rank = rank + (free_keys[other] < keys).astype(jnp.int32)
+    rank = jnp.sum(free_keys[None, :] < keys[:, None], axis=-1, dtype=jnp.int32)
     placed = is_free & (rank < count)
     # picks[j]: the packed cell of placement j (placements form a prefix of the picks).
     cell_word = (cell // C.BOARD_SIZE) | ((cell % C.BOARD_SIZE) << _COL_SHIFT) | _PLACED_BIT
