@@ -1,8 +1,10 @@
-"""Benchmarks: `benchmark.py env|train|kernels|profile [...]` (env throughput, training
-throughput, where the compiled env step's kernels come from, the update's kernel time by kernel).
+"""Benchmarks: `benchmark.py env|train|kernels|profile|ab [...]` (env throughput, training
+throughput, where the compiled env step's kernels come from, the update's kernel time by kernel,
+variants of the code timed against it).
 
-A thin dispatcher; the bodies live in hackmatrix.bench.env, .train, .kernels and .profile. Each is
-imported only when chosen, so `env` and `kernels` load none of the PPO trainer (optax, wandb).
+A thin dispatcher; the bodies live in hackmatrix.bench.env, .train, .kernels, .profile and .ab.
+Each is imported only when chosen, so `env` and `kernels` load none of the PPO trainer (optax,
+wandb).
 """
 
 import argparse
@@ -18,6 +20,8 @@ COMMANDS = {
                 "kernels and fused operations of the compiled env step, by game function"),
     "profile": ("hackmatrix.bench.profile",
                 "kernel time of the training update chunk, kernel by kernel"),
+    "ab": ("hackmatrix.bench.ab",
+           "patched variants of the code against the code as it is, timed in one process"),
 }
 
 
