@@ -17,12 +17,13 @@ A variant is a Python file that defines `PATCHES`, a dict from dotted names to r
 
     PATCHES = {"hackmatrix.game.spawning._ranks": ranks}
 
-The patches hold only while that variant's program is traced, so they reach whatever the traced
-code looks up by module attribute. Each version runs once from the same start first: the report
-says whether its results are bit-identical to the baseline's (the rollout's final carry, or the
-trainer's state after one update). The first call's time is printed per version but is only a
-hint: the first build in a process also pays JAX's one-time costs. Compare compile times with
-interleaved cold processes of `benchmark.py env`.
+The patches hold only while that variant's programs are traced and its initial state is made,
+so they reach whatever that code looks up by module attribute. Each version first runs once from
+its own initial state (the same key for all): the report says whether its results are
+bit-identical to the baseline's (the rollout's final carry, or the trainer's state after one
+update). The first call's time is printed per version but is only a hint: the first build in a
+process also pays JAX's one-time costs. Compare compile times with interleaved cold processes of
+`benchmark.py env`.
 """
 
 from __future__ import annotations
@@ -97,12 +98,17 @@ def patched(patches: dict[str, Any]):
 
 
 class Build(NamedTuple):
-    """One version compiled: `run(state) -> state` times one call; `start()` a fresh state."""
+    """One version compiled: `run(state) -> state` times one call (it may donate `state`);
+    `initial` is the state that version's own code starts from."""
     name: str
     run: Callable[[Any], Any]
-    start: Callable[[], Any]
+    initial: Any
     trace_lower_s: float
     xla_compile_s: float
+
+    def start(self):
+        """A fresh copy of `initial`, for `run` to consume."""
+        return jax.tree.map(jnp.copy, self.initial)
 
 
 def _compiled(jitted, *args):
@@ -118,10 +124,9 @@ def build_env(name: str, num_envs: int, scan_steps: int) -> Build:
     """The env benchmark's rollout (`bench.env.make_rollout`), traced under the current code."""
     from hackmatrix.bench.env import make_rollout
     rollout, initial = make_rollout(num_envs, scan_steps)
-    carry = initial(jax.random.PRNGKey(0))
+    carry = jax.block_until_ready(initial(jax.random.PRNGKey(0)))
     compiled, trace_lower_s, xla_compile_s = _compiled(rollout, carry)
-    return Build(name, compiled, lambda: initial(jax.random.PRNGKey(0)), trace_lower_s,
-                 xla_compile_s)
+    return Build(name, compiled, carry, trace_lower_s, xla_compile_s)
 
 
 def build_train(name: str, config) -> Build:
@@ -133,10 +138,10 @@ def build_train(name: str, config) -> Build:
     init = jax.jit(trainer.init, compiler_options=xla_options.compiler_options(),
                    out_shardings=trainer.runner_sharding)
     schedule, one = make_schedule(config), jnp.int32(1)
-    runner = init(jax.random.PRNGKey(0))
+    runner = jax.block_until_ready(init(jax.random.PRNGKey(0)))
     compiled, trace_lower_s, xla_compile_s = _compiled(trainer.run_chunk, runner, one, schedule)
-    return Build(name, lambda state: compiled(state, one, schedule)[0],
-                 lambda: init(jax.random.PRNGKey(0)), trace_lower_s, xla_compile_s)
+    return Build(name, lambda state: compiled(state, one, schedule)[0], runner, trace_lower_s,
+                 xla_compile_s)
 
 
 def differing_leaves(a, b) -> int:
