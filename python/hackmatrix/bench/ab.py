@@ -21,9 +21,11 @@ The patches hold only while that variant's programs are traced and its initial s
 so they reach whatever that code looks up by module attribute. Each version first runs once from
 its own initial state (the same key for all): the report says whether its results are
 bit-identical to the baseline's (the rollout's final carry, or the trainer's state after one
-update). The first call's time is printed per version but is only a hint: the first build in a
-process also pays JAX's one-time costs. Compare compile times with interleaved cold processes of
-`benchmark.py env`.
+update). A variant that patches a function with itself shows the harness's own spread (on the
+slow Xeon of the thirty-sixth session: 1.028, quartiles 1.000-1.114, over 10 rounds of the
+256-env update). The first call's time is printed per version but is only a hint: the first
+build in a process also pays JAX's one-time costs. Compare compile times with interleaved cold
+processes of `benchmark.py env`.
 """
 
 from __future__ import annotations
