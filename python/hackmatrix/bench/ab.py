@@ -179,10 +179,11 @@ def paired_ratios(baseline: list[float], variant: list[float]) -> tuple[float, f
 def main(argv=None) -> int:
     parser = ArgumentParser(prog="benchmark.py ab", description=__doc__)
     parser.add_argument("variants", nargs="+", metavar="VARIANT.py",
-                        help="files defining PATCHES (see above); the baseline is the code as it is")
+                        help="files defining PATCHES (see above); the baseline is the code as "
+                             "it is")
     parser.add_argument("--target", choices=TARGETS, default="env",
-                        help="env: the env benchmark's rollout of --num-steps steps; train: one PPO "
-                             "update of the trainer (default env)")
+                        help="env: the env benchmark's rollout of --num-steps steps; train: one "
+                             "PPO update of the trainer (default env)")
     parser.add_argument("--num-envs", type=positive_int, default=256,
                         help="parallel environments (default 256)")
     add_update_shape(parser)
