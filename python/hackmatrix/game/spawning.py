@@ -163,8 +163,8 @@ def placed_words(key, state: S.GameState, count, from_siphon, from_scheduled,
     ones after it in one call).
 
     Each free cell gets a random sort key, preferred cells before fallback ones; a cell's
-    placement index is its rank among the free cells, counted by pairwise comparisons in one
-    reduction kernel (XLA's CPU sort of 1024 x 36 keys costs ~2.7 ms, 36 sequential picks ~0.7 ms).
+    placement index is its rank among the free cells (`_ranks`: pairwise comparisons in one
+    reduction kernel; XLA's CPU sort of 1024 x 36 keys costs ~2.7 ms, 36 sequential picks ~0.7 ms).
     Keys are 25 random bits above the cell index: cells whose random bits collide (probability
     < 2e-5 per call) keep their row-major order.
     """
@@ -177,10 +177,11 @@ def placed_words(key, state: S.GameState, count, from_siphon, from_scheduled,
     cell = jnp.arange(C.NUM_CELLS)
     is_free = bb.to_bool(free).reshape(C.NUM_CELLS)
     in_fire = bb.to_bool(line_of_fire).reshape(C.NUM_CELLS)
-    keys = bb.materialize(jnp.where(in_fire, jnp.uint32(1 << 31), jnp.uint32(0))
-                          | ((cell_words[:C.NUM_CELLS] >> 7) << 6) | cell.astype(jnp.uint32))
-    free_keys = jnp.where(is_free, keys, jnp.uint32(0xFFFFFFFF))
-    rank = jnp.sum(free_keys[None, :] < keys[:, None], axis=-1, dtype=jnp.int32)
+    keys = (jnp.where(in_fire, jnp.uint32(1 << 31), jnp.uint32(0))
+            | ((cell_words[:C.NUM_CELLS] >> 7) << 6) | cell.astype(jnp.uint32))
+    # Occupied cells get a key above every free cell's (those are at most 0xFFFFFFE3): they
+    # never count in a free cell's rank, and their own ranks (tied) are not used.
+    rank = _ranks(jnp.where(is_free, keys, jnp.uint32(0xFFFFFFFF)))
     placed = is_free & (rank < count)
     # picks[j]: the packed cell of placement j (placements form a prefix of the picks).
     cell_word = (cell // C.BOARD_SIZE) | ((cell % C.BOARD_SIZE) << _COL_SHIFT) | _PLACED_BIT
