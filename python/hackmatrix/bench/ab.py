@@ -42,8 +42,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from hackmatrix import gc_pause, jax_backend, xla_options
+from hackmatrix import jax_backend, xla_options
 from hackmatrix.bench.arguments import add_update_shape, positive_int
+from hackmatrix.bench.timing import lower_and_compile, quartiles
 from hackmatrix.tools.cli import ArgumentParser
 
 TARGETS = ("env", "train")
@@ -113,21 +114,12 @@ class Build(NamedTuple):
         return jax.tree.map(jnp.copy, self.initial)
 
 
-def _compiled(jitted, *args):
-    start = time.perf_counter()
-    with gc_pause.paused():
-        lowered = jitted.lower(*args)
-    lowered_at = time.perf_counter()
-    compiled = lowered.compile()
-    return compiled, lowered_at - start, time.perf_counter() - lowered_at
-
-
 def build_env(name: str, num_envs: int, scan_steps: int) -> Build:
     """The env benchmark's rollout (`bench.env.make_rollout`), traced under the current code."""
     from hackmatrix.bench.env import make_rollout
     rollout, initial = make_rollout(num_envs, scan_steps)
     carry = jax.block_until_ready(initial(jax.random.PRNGKey(0)))
-    compiled, trace_lower_s, xla_compile_s = _compiled(rollout, carry)
+    compiled, trace_lower_s, xla_compile_s = lower_and_compile(rollout, carry)
     return Build(name, compiled, carry, trace_lower_s, xla_compile_s)
 
 
@@ -141,7 +133,8 @@ def build_train(name: str, config) -> Build:
                    out_shardings=trainer.runner_sharding)
     schedule, one = make_schedule(config), jnp.int32(1)
     runner = jax.block_until_ready(init(jax.random.PRNGKey(0)))
-    compiled, trace_lower_s, xla_compile_s = _compiled(trainer.run_chunk, runner, one, schedule)
+    compiled, trace_lower_s, xla_compile_s = lower_and_compile(
+        trainer.run_chunk, runner, one, schedule)
     return Build(name, lambda state: compiled(state, one, schedule)[0], runner, trace_lower_s,
                  xla_compile_s)
 
@@ -170,10 +163,7 @@ def time_rounds(builds: list[Build], rounds: int) -> dict[str, list[float]]:
 def paired_ratios(baseline: list[float], variant: list[float]) -> tuple[float, float, float]:
     """(median, first quartile, third quartile) of the rounds' variant / baseline times."""
     ratios = [v / b for b, v in zip(baseline, variant)]
-    if len(ratios) < 2:
-        return ratios[0], ratios[0], ratios[0]
-    low, _, high = statistics.quantiles(ratios, n=4, method="inclusive")
-    return statistics.median(ratios), low, high
+    return (statistics.median(ratios), *quartiles(ratios))
 
 
 def main(argv=None) -> int:

@@ -16,8 +16,9 @@ import time
 import jax
 import jax.numpy as jnp
 
-from hackmatrix import gc_pause, jax_backend, xla_options
+from hackmatrix import jax_backend, xla_options
 from hackmatrix.bench.arguments import add_count_list, positive_int
+from hackmatrix.bench.timing import lower_and_compile
 from hackmatrix.game import constants as C
 from hackmatrix.game.env import HackMatrixEnv
 from hackmatrix.game.spawning import split_key
@@ -69,13 +70,7 @@ def measure(num_envs: int, repeats: int = 5, scan_steps: int = SCAN_STEPS,
     env-steps/s over `repeats` timed rollouts after a warm-up."""
     rollout, initial = make_rollout(num_envs, scan_steps, plain_vmap)
     carry = jax.block_until_ready(initial(jax.random.PRNGKey(0)))
-    start = time.perf_counter()
-    with gc_pause.paused():  # as the trainer traces
-        lowered = rollout.lower(carry)
-    lowered_at = time.perf_counter()
-    compiled = lowered.compile()
-    trace_lower_s = lowered_at - start
-    xla_compile_s = time.perf_counter() - lowered_at
+    compiled, trace_lower_s, xla_compile_s = lower_and_compile(rollout, carry)
 
     carry = jax.block_until_ready(compiled(carry))  # warm-up
     rates = []

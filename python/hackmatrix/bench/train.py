@@ -22,6 +22,7 @@ import numpy as np
 
 from hackmatrix import gc_pause, jax_backend, xla_options
 from hackmatrix.bench.arguments import add_count_list, add_update_shape, positive_int
+from hackmatrix.bench.timing import quartiles
 from hackmatrix.tools.cli import ArgumentParser
 from hackmatrix.training import devices, distribution
 from hackmatrix.training.config import (ConfigError, TrainConfig, auto_scale_for_batch_size,
@@ -148,19 +149,11 @@ def measure(configs: list[TrainConfig], env, env_params, repeats: int, replay=No
             for pair in runs]
 
 
-def _quartiles(values: list[float]) -> tuple[float, float]:
-    """(25th, 75th) percentiles, linearly interpolated; both the value itself for one value."""
-    if len(values) == 1:
-        return values[0], values[0]
-    low, _, high = statistics.quantiles(values, n=4, method="inclusive")
-    return low, high
-
-
 def _rollout_overhead(train_sps: list[float], bound_sps: list[float]):
     """(median, 25th, 75th percentile) of the rounds' own overheads, `bound / train - 1` for the
     chunks of one round."""
     per_round = [bound / train - 1.0 for train, bound in zip(train_sps, bound_sps, strict=True)]
-    return (statistics.median(per_round), *_quartiles(per_round))
+    return (statistics.median(per_round), *quartiles(per_round))
 
 
 def main(argv=None) -> int:

@@ -2,6 +2,7 @@
 
 import pytest
 
+from hackmatrix.bench import timing
 from hackmatrix.bench import train as train_benchmark
 from hackmatrix.tools.cli import EXIT_BAD_ARGUMENTS
 
@@ -35,9 +36,9 @@ def test_more_devices_than_jax_sees_is_a_usage_error(capsys):
 
 
 def test_per_round_quartiles_interpolate_between_rounds():
-    assert train_benchmark._quartiles([0.5, 0.1, 0.3, 0.2, 0.4]) == pytest.approx((0.2, 0.4))
-    assert train_benchmark._quartiles([0.1, 0.2]) == pytest.approx((0.125, 0.175))
-    assert train_benchmark._quartiles([0.07]) == (0.07, 0.07)
+    assert timing.quartiles([0.5, 0.1, 0.3, 0.2, 0.4]) == pytest.approx((0.2, 0.4))
+    assert timing.quartiles([0.1, 0.2]) == pytest.approx((0.125, 0.175))
+    assert timing.quartiles([0.07]) == (0.07, 0.07)
 
 
 def test_overhead_is_the_median_of_the_rounds_own():
