@@ -2,6 +2,8 @@
 the small helpers that drive them."""
 
 import jax
+import numpy as np
+import pytest
 
 from hackmatrix.game import action_mask, actions, programs, transition
 from hackmatrix.game import constants as C
@@ -24,3 +26,19 @@ def play(state, *actions, key=jax.random.PRNGKey(0)):
         state = result[0]
         assert not bool(result[4]["invalid_action"]), action
     return result
+
+
+def reward_components(info) -> dict:
+    """A step's 15 reward components (§14.1) as Python floats, by name."""
+    return {name: float(value) for name, value in info["reward_components"].items()}
+
+
+def assert_components_add_up(reward, info):
+    """§14.1: `info` holds exactly the 15 named components, and they add up, in table order,
+    to the reward."""
+    values = reward_components(info)
+    assert set(values) == set(C.REWARD_COMPONENTS)
+    total = np.float32(0.0)
+    for name in C.REWARD_COMPONENTS:
+        total = np.float32(total + np.float32(values[name]))
+    assert float(reward) == pytest.approx(float(total), abs=1e-6)
