@@ -19,6 +19,13 @@ def program_action(name):
     return C.FIRST_PROGRAM_ACTION + C.PROGRAM_NAMES.index(name)
 
 
+def enemy(kind, row, col, hp=None, **extra):
+    """A scenario dict's enemy entry (Appendix A.2): full hp for its type unless given."""
+    return {"type": kind, "row": row, "col": col,
+            "hp": int(C.ENEMY_MAX_HP[C.ENEMY_TYPE_NAMES.index(kind)]) if hp is None else hp,
+            **extra}
+
+
 def play(state, *actions, key=jax.random.PRNGKey(0)):
     """Step through valid `actions`; returns the final (state, obs, reward, done, info)."""
     for action in actions:

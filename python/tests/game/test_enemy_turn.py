@@ -14,6 +14,7 @@ import compiled
 
 _run = jax.jit(enemy_turn.run)
 _run_seeds = jax.jit(jax.vmap(enemy_turn.run, in_axes=(0, None, None)))
+enemy = compiled.enemy
 
 
 def _cells_per_seed(outcomes, count):
@@ -31,11 +32,6 @@ def setup(**fields):
     fields.setdefault("player", {"row": 0, "col": 0})
     return scenario.from_dict(fields)
 
-
-def enemy(kind, row, col, hp=None, **extra):
-    return {"type": kind, "row": row, "col": col,
-            "hp": int(C.ENEMY_MAX_HP[C.ENEMY_TYPE_NAMES.index(kind)]) if hp is None else hp,
-            **extra}
 
 
 def enemies(state):

@@ -17,6 +17,7 @@ import plain
 OBSERVE = jax.jit(observation.observe)
 FLAT = jax.jit(lambda state: observation.flatten(observation.observe(state)))
 PLAYER = {"row": 3, "col": 3}
+enemy = compiled.enemy
 
 
 def observe(**fields):
@@ -29,9 +30,6 @@ def cell(obs, row, col):
     values = obs.grid[row, col]
     return {int(ch): pytest.approx(float(values[ch])) for ch in np.flatnonzero(values)}
 
-
-def enemy(kind, row, col, hp, **flags):
-    return {"type": kind, "row": row, "col": col, "hp": hp, **flags}
 
 
 def test_shapes_and_dtypes():

@@ -18,6 +18,7 @@ import compiled
 STEP = compiled.STEP
 KEY = jax.random.PRNGKey(0)
 program = compiled.program_action
+enemy = compiled.enemy
 
 # §15.1 player vector.
 ROW, COL, CREDITS, ENERGY, SIPHONS, ATTACK, SHOW, CALM = 0, 1, 3, 4, 6, 7, 8, 9
@@ -27,9 +28,6 @@ CH_DATA_BLOCK, CH_PROGRAM_BLOCK, CH_POINTS = 7, 8, 10
 CH_SPAWN_COUNT, CH_TRANSMISSION, CH_CREDITS, CH_DATA_SIPHON, CH_EXIT = 35, 36, 37, 39, 40
 NO_ENEMY = [0, 0, 0, 0, 0, 0, 0]
 
-
-def enemy(kind, row, col, hp, **flags):
-    return {"type": kind, "row": row, "col": col, "hp": hp, **flags}
 
 
 def take(name, player, **fields):

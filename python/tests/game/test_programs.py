@@ -19,6 +19,7 @@ APPLY_MANY_KEYS = jax.jit(jax.vmap(programs.apply, in_axes=(0, None, None)))
 VALID = compiled.VALID_ACTIONS
 STEP = compiled.STEP
 KEY = jax.random.PRNGKey(0)
+enemy = compiled.enemy
 
 CH_STUNNED, CH_CRYPTOG, CH_ENEMY_HP = 5, 3, 4
 CH_SPAWN_COUNT, CH_TRANSMISSION = 35, 36
@@ -32,11 +33,6 @@ def index(name):
 def action(name):
     return C.FIRST_PROGRAM_ACTION + index(name)
 
-
-def enemy(kind, row, col, hp=None, **extra):
-    return {"type": kind, "row": row, "col": col,
-            "hp": int(C.ENEMY_MAX_HP[C.ENEMY_TYPE_NAMES.index(kind)]) if hp is None else hp,
-            **extra}
 
 
 def transmission(row, col, turns=2, kind="virus"):
