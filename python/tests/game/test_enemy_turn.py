@@ -33,7 +33,6 @@ def setup(**fields):
     return scenario.from_dict(fields)
 
 
-
 def enemies(state):
     return [(e["type"], e["row"], e["col"]) for e in scenario.inspect(state)["enemies"]]
 

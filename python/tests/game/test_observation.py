@@ -31,7 +31,6 @@ def cell(obs, row, col):
     return {int(ch): pytest.approx(float(values[ch])) for ch in np.flatnonzero(values)}
 
 
-
 def test_shapes_and_dtypes():
     obs = observe()
     assert obs.player.shape == (10,) and obs.player.dtype == np.float32

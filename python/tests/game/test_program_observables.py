@@ -29,7 +29,6 @@ CH_SPAWN_COUNT, CH_TRANSMISSION, CH_CREDITS, CH_DATA_SIPHON, CH_EXIT = 35, 36, 3
 NO_ENEMY = [0, 0, 0, 0, 0, 0, 0]
 
 
-
 def take(name, player, **fields):
     """One step of program `name` from a scenario owning only it: (obs, reward, info)."""
     d = {"player": player, "ownedPrograms": [name], **fields}

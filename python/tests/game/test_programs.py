@@ -34,7 +34,6 @@ def action(name):
     return C.FIRST_PROGRAM_ACTION + index(name)
 
 
-
 def transmission(row, col, turns=2, kind="virus"):
     return {"row": row, "col": col, "turnsRemaining": turns, "enemyType": kind}
 
