@@ -124,19 +124,14 @@ def build_env(name: str, num_envs: int, scan_steps: int) -> Build:
 
 
 def build_train(name: str, config) -> Build:
-    """One PPO update chunk of the trainer; its state is the runner."""
+    """One PPO update chunk of the trainer (`bench.train.compile_chunk`); its state is the
+    runner."""
+    from hackmatrix.bench.train import compile_chunk
     from hackmatrix.game.env import HackMatrixEnv
-    from hackmatrix.training.ppo import make_schedule, make_trainer
     env = HackMatrixEnv()
-    trainer = make_trainer(config, env, env.default_params)
-    init = jax.jit(trainer.init, compiler_options=xla_options.compiler_options(),
-                   out_shardings=trainer.runner_sharding)
-    schedule, one = make_schedule(config), jnp.int32(1)
-    runner = jax.block_until_ready(init(jax.random.PRNGKey(0)))
-    compiled, trace_lower_s, xla_compile_s = lower_and_compile(
-        trainer.run_chunk, runner, one, schedule)
-    return Build(name, lambda state: compiled(state, one, schedule)[0], runner, trace_lower_s,
-                 xla_compile_s)
+    chunk, one = compile_chunk(config, env, env.default_params), jnp.int32(1)
+    return Build(name, lambda state: chunk.run_chunk(state, one, chunk.schedule)[0], chunk.runner,
+                 chunk.trace_lower_s, chunk.xla_compile_s)
 
 
 def differing_leaves(a, b) -> int:

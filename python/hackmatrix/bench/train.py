@@ -15,14 +15,15 @@ from __future__ import annotations
 import dataclasses
 import statistics
 import time
+from typing import Any, Callable, NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from hackmatrix import gc_pause, jax_backend, xla_options
+from hackmatrix import jax_backend, xla_options
 from hackmatrix.bench.arguments import add_count_list, add_update_shape, positive_int
-from hackmatrix.bench.timing import quartiles
+from hackmatrix.bench.timing import lower_and_compile, quartiles
 from hackmatrix.tools.cli import ArgumentParser
 from hackmatrix.training import devices, distribution
 from hackmatrix.training.config import (ConfigError, TrainConfig, auto_scale_for_batch_size,
@@ -103,20 +104,35 @@ def benchmark_config(num_envs: int, num_steps: int, hidden_dim: int, num_layers:
     return config
 
 
+class CompiledChunk(NamedTuple):
+    """The trainer's update chunk for one config and env, compiled as the benchmarks time it."""
+    runner: Any            # the trainer's initial state (key 0)
+    schedule: Any
+    run_chunk: Callable    # compiled: (runner, num_active, schedule) -> (runner, metrics)
+    trace_lower_s: float   # the chunk's tracing and lowering
+    xla_compile_s: float   # the chunk's XLA compile
+
+
+def compile_chunk(config: TrainConfig, env, env_params) -> CompiledChunk:
+    """Make the trainer, run its `init` and compile its update chunk."""
+    from hackmatrix.training.ppo import make_schedule, make_trainer
+    trainer = make_trainer(config, env, env_params)
+    runner = jax.block_until_ready(jax.jit(
+        trainer.init, compiler_options=xla_options.compiler_options(),
+        out_shardings=trainer.runner_sharding)(jax.random.PRNGKey(0)))
+    schedule = make_schedule(config)
+    compiled, trace_lower_s, xla_compile_s = lower_and_compile(
+        trainer.run_chunk, runner, jnp.int32(0), schedule)
+    return CompiledChunk(runner, schedule, compiled, trace_lower_s, xla_compile_s)
+
+
 class _Prepared:
     """One config compiled for one env, ready to time update chunks."""
 
     def __init__(self, config: TrainConfig, env, env_params):
-        from hackmatrix.training.ppo import make_schedule, make_trainer
         self.config = config
         start = time.perf_counter()
-        trainer = make_trainer(config, env, env_params)
-        self.runner = jax.jit(trainer.init, compiler_options=xla_options.compiler_options(),
-                              out_shardings=trainer.runner_sharding)(jax.random.PRNGKey(0))
-        self.schedule = make_schedule(config)
-        with gc_pause.paused():  # as the trainer traces
-            lowered = trainer.run_chunk.lower(self.runner, jnp.int32(0), self.schedule)
-        self.run_chunk = lowered.compile()
+        self.runner, self.schedule, self.run_chunk, _, _ = compile_chunk(config, env, env_params)
         self.compile_s = time.perf_counter() - start
         self.runner, metrics = self.run_chunk(self.runner, jnp.int32(1), self.schedule)
         jax.block_until_ready(metrics)
