@@ -15,7 +15,7 @@ import pathlib
 import sys
 import tempfile
 
-from hackmatrix import compilation_cache, interrupts, jax_backend, stdout_reader
+from hackmatrix import compilation_cache, frame_stack, interrupts, jax_backend, stdout_reader
 # The tools read the exit codes as cli.EXIT_...
 from hackmatrix.exit_codes import (  # noqa: F401
     EXIT_BAD_ARGUMENTS, EXIT_BAD_CHECKPOINT, EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK)
@@ -176,12 +176,13 @@ def run_main(prog: str, body) -> int:
 
     SIGINT and SIGTERM raise `interrupts.Interrupted` in the main thread (exit 7; it is a
     KeyboardInterrupt, so the viewer writes its GIF on either). A closed stdout or stdin
-    (`>&-`, `<&-`) reads as /dev/null."""
+    (`>&-`, `<&-`) reads as /dev/null. `body` runs with room on the frame stack for JAX's
+    tracing (`frame_stack`)."""
     try:
         # The streams are put back and stdout flushed on every path, so that the exit code
         # stays the one returned.
         with stdout_reader.standard_streams(), interrupts.signals_raise():
-            body()
+            frame_stack.with_room(body)
     except ToolError as error:
         print(f"{prog}: error: {one_line(str(error))}", file=sys.stderr)
         return error.exit_code

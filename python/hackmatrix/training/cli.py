@@ -26,7 +26,8 @@ from typing import Callable, NamedTuple
 
 import numpy as np
 
-from hackmatrix import compilation_cache, interrupts, jax_backend, stdout_reader, xla_options
+from hackmatrix import (compilation_cache, frame_stack, interrupts, jax_backend, stdout_reader,
+                        xla_options)
 from hackmatrix.exit_codes import (
     EXIT_BAD_ARGUMENTS, EXIT_BAD_CHECKPOINT, EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK)
 from hackmatrix.messages import error_line, one_line
@@ -276,7 +277,7 @@ def main(argv=None) -> int:
     # not end the run; its lines are in metrics.jsonl too.
     with stdout_reader.standard_streams():
         stdout_reader.keep_working_if_stdout_closes()
-        return _main(args)
+        return frame_stack.with_room(_main, args)  # room for JAX's tracing
 
 
 def _main(args) -> int:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import sys
 
-from hackmatrix import gc_pause, xla_options
+from hackmatrix import frame_stack, gc_pause, xla_options
 from hackmatrix.exit_codes import EXIT_INTERRUPTED
 from hackmatrix.training import resume
 
@@ -33,10 +33,10 @@ def _run_init(trainer, key, cancelled):
     """The fresh RunnerState (traced, lowered, compiled once and run), or None when `cancelled`
     was set before its XLA compile ended."""
     import jax
-    with gc_pause.paused():
-        lowered = jax.jit(trainer.init, out_shardings=trainer.runner_sharding,
-                          compiler_options=xla_options.compiler_options(run_once=True)
-                          ).trace(key).lower()
+    init = jax.jit(trainer.init, out_shardings=trainer.runner_sharding,
+                   compiler_options=xla_options.compiler_options(run_once=True))
+    with gc_pause.paused():  # a worker thread: a frame stack of its own, so room of its own
+        lowered = frame_stack.with_room(init.lower, key)
     compiled = None if cancelled.is_set() else lowered.compile()
     return None if cancelled.is_set() else jax.block_until_ready(compiled(key))
 
