@@ -6,8 +6,6 @@ import pytest
 
 from hackmatrix import frame_stack
 
-resource = pytest.importorskip("resource")  # page-fault counts: POSIX only
-
 DIVES = 2000
 DIVE_DEPTH = 400  # frames of >= 80 bytes: past at least one 16 KiB chunk boundary
 
@@ -18,6 +16,7 @@ def _dive(depth):
 
 def _page_faults_of_dives() -> int:
     """Minor page faults while recursing DIVE_DEPTH frames down and back up, DIVES times."""
+    resource = pytest.importorskip("resource")  # POSIX only
     before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
     for _ in range(DIVES):
         _dive(DIVE_DEPTH)
