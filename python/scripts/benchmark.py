@@ -1,8 +1,9 @@
-"""Benchmarks: `benchmark.py env|train|kernels|profile|ab [...]` (env throughput, training
+"""Benchmarks: `benchmark.py env|train|kernels|profile|ab|learn [...]` (env throughput, training
 throughput, where the compiled env step's kernels come from, the update's kernel time by kernel,
-variants of the code timed against it).
+variants of the code timed against it, how well a training recipe's agents play over seeds).
 
-A thin dispatcher; the bodies live in hackmatrix.bench.env, .train, .kernels, .profile and .ab.
+A thin dispatcher; the bodies live in hackmatrix.bench.env, .train, .kernels, .profile, .ab and
+.learn.
 Each is imported only when chosen, so `env` and `kernels` load none of the PPO trainer (optax,
 wandb).
 """
@@ -22,6 +23,9 @@ COMMANDS = {
                 "kernel time of the training update chunk, kernel by kernel"),
     "ab": ("hackmatrix.bench.ab",
            "patched variants of the code against the code as it is, timed in one process"),
+    "learn": ("hackmatrix.bench.learn",
+              "a training recipe over seeds, judged by play on fixed boards against the "
+              "baselines (trainer config flags after --)"),
 }
 
 

@@ -43,7 +43,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from hackmatrix import jax_backend, xla_options
-from hackmatrix.bench.arguments import add_update_shape, positive_int
+from hackmatrix.bench.arguments import add_update_shape, network_options, positive_int
 from hackmatrix.bench.timing import lower_and_compile, quartiles
 from hackmatrix.tools.cli import ArgumentParser
 
@@ -191,7 +191,8 @@ def main(argv=None) -> int:
         from hackmatrix.training.config import ConfigError
         try:
             config = benchmark_config(args.num_envs, args.num_steps, args.hidden_dim,
-                                      args.num_layers, log_interval=1)
+                                      args.num_layers, log_interval=1,
+                                      explicit=network_options(args))
         except ConfigError as error:
             parser.error(str(error))
         make = lambda name: build_train(name, config)  # noqa: E731

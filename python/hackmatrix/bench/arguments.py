@@ -45,3 +45,15 @@ def add_update_shape(parser: argparse.ArgumentParser) -> None:
                         help="units per hidden layer (default 256)")
     parser.add_argument("--num-layers", type=positive_int, default=2,
                         help="hidden layers (default 2)")
+    parser.add_argument("--torso", choices=("mlp", "conv", "ego"),
+                        help="the network's torso (default: the trainer's)")
+    parser.add_argument("--shared-torso", action=argparse.BooleanOptionalAction, default=None,
+                        help="one torso for both heads (default: the trainer's, separate)")
+    parser.add_argument("--conv-channels", type=positive_int,
+                        help="channels per cell of a grid torso (default: the trainer's)")
+
+
+def network_options(args) -> dict:
+    """The TrainConfig network fields given to `add_update_shape`'s flags."""
+    return {name: getattr(args, name) for name in ("torso", "shared_torso", "conv_channels")
+            if getattr(args, name) is not None}

@@ -25,7 +25,7 @@ import jax
 import jax.numpy as jnp
 
 from hackmatrix import jax_backend, xla_options
-from hackmatrix.bench.arguments import add_update_shape, positive_int
+from hackmatrix.bench.arguments import add_update_shape, network_options, positive_int
 from hackmatrix.bench.kernels import (in_game_scope, instruction_counts, scope_parts,
                                       scoped_game_functions)
 from hackmatrix.tools.cli import ArgumentParser
@@ -120,7 +120,8 @@ def main(argv=None) -> int:
     from hackmatrix.training.config import ConfigError
     try:  # one-update chunks
         config = benchmark_config(args.num_envs, args.num_steps, args.hidden_dim,
-                                  args.num_layers, log_interval=1)
+                                  args.num_layers, log_interval=1,
+                                  explicit=network_options(args))
     except ConfigError as error:
         parser.error(str(error))
     hlo_text, events = profile_chunk(config, args.updates)

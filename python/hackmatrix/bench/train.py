@@ -22,7 +22,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from hackmatrix import jax_backend, xla_options
-from hackmatrix.bench.arguments import add_count_list, add_update_shape, positive_int
+from hackmatrix.bench.arguments import (add_count_list, add_update_shape, network_options,
+                                        positive_int)
 from hackmatrix.bench.timing import lower_and_compile, quartiles
 from hackmatrix.tools.cli import ArgumentParser
 from hackmatrix.training import devices, distribution
@@ -195,6 +196,7 @@ def main(argv=None) -> int:
     devices.request_cpu_devices(max(args.num_devices))
     explicit = {name: getattr(args, name) for name in ("num_minibatches", "update_epochs")
                 if getattr(args, name) is not None}
+    explicit.update(network_options(args))
     configs = {}  # num_envs -> its configs, one per device count
     for num_envs in args.num_envs:
         for num_devices in args.num_devices:
@@ -216,7 +218,7 @@ def main(argv=None) -> int:
     replay = None if args.skip_network_only else record_replay(env, env_params)
     print(f"backend={backend}{xla_options.cpu_compile_label(backend)} "
           f"devices={jax.local_device_count()} "
-          f"hidden={args.hidden_dim}x{args.num_layers} num_steps={args.num_steps}")
+          f"network={configs[args.num_envs[0]][0].network_config} num_steps={args.num_steps}")
     print(f"{'num_envs':>8} {'dev':>3} {'batch':>8} {'mb':>3} {'ep':>3} {'compile_s':>9} "
           f"{'first_upd_s':>11} {'train_sps':>10} {'net_only_sps':>12} {'rollout_overhead':>16} "
           f"{'per_round_p25-p75':>17}")

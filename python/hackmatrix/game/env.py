@@ -27,6 +27,7 @@ from hackmatrix.game import constants as C
 from hackmatrix.game import enemy_turn
 from hackmatrix.game import history
 from hackmatrix.game import observation
+from hackmatrix.game import reward
 from hackmatrix.game import siphon_quality
 from hackmatrix.game import spaces
 from hackmatrix.game import spawning
@@ -36,9 +37,24 @@ from hackmatrix.game import worldgen
 from hackmatrix.game.actions import is_program_action
 
 
+RULES_REWARD_WEIGHTS = (1.0,) * C.NUM_REWARD_COMPONENTS
+DISTANCE_REWARD_PER_CELL = 0.05  # §14.1 #6
+
+
 @struct.dataclass
 class EnvParams:
+    """Traced env settings. The defaults give the rules' reward (§14); the reward options are
+    for training (`reward_config.py` builds them from names) and never change the game.
+
+    reward_weights: one factor per component of `C.REWARD_COMPONENTS`, in that order; the
+        reward is the weighted components added in table order (all 1.0: the rules' reward).
+    distance_potential: reward per cell of §14.2's signed Δ, paid in both directions, so that
+        a step away costs what a step closer earns (potential-based shaping: pacing earns
+        nothing). Usually set with the `distance` weight at 0, which it replaces.
+    """
     max_steps_in_episode: int = 2000
+    reward_weights: tuple = RULES_REWARD_WEIGHTS
+    distance_potential: float = 0.0
 
 
 @struct.dataclass
@@ -220,7 +236,16 @@ def _with_time(before: transition.StepBeforeGeneration, state: EnvState, params:
                                                  "stage_complete", "won", "death",
                                                  "invalid_action")}
     info["truncated"] = truncated
+    before = before._replace(reward=training_reward(before.info, params))
     return before, time, before.done | truncated, info
+
+
+def training_reward(info: dict, params: EnvParams) -> jax.Array:
+    """The reward under `params`' weights and distance potential; with the defaults, exactly
+    the rules' reward (each component times 1.0, added in the same order, plus 0.0)."""
+    weights = jnp.asarray(params.reward_weights, jnp.float32)
+    weighted = reward.total(info["reward_components"] * weights)
+    return weighted + jnp.float32(params.distance_potential) * info["distance_delta"]
 
 
 def _generation_input(reset_key, done, before: transition.StepBeforeGeneration):

@@ -126,8 +126,12 @@ def before_generation(resolved: ActionResolved, enemy_loop_bounds=None) -> StepB
                                                 stage_completed, won, end_distance), 0.0)
     won = valid & won
     death = valid & (after.core.hp == 0)
+    # §14.2's Δ before its max(0, ·), for the env's potential-based shaping option.
+    distance_delta = jnp.where(valid & ~death, jnp.where(stage_completed, start_distance,
+                                                         start_distance - end_distance), 0)
     info = {
         "reward_components": values,
+        "distance_delta": distance_delta.astype(jnp.float32),
         "invalid_action": ~valid,
         "stage": after.stage,
         "score": after.core.score,
@@ -199,7 +203,8 @@ def step(key, state: S.GameState, action):
     """One step (§5); returns (state, observation, reward, done, info).
 
     info: `reward_components` (dict name -> f32, 15 entries summing to reward),
-    `invalid_action`, `stage`, `score`, `stage_complete`, `death`, `won`.
+    `invalid_action`, `stage`, `score`, `stage_complete`, `death`, `won`, and `distance_delta`
+    (§14.2's Δ, signed: the `distance` component pays 0.05 × max(0, Δ)).
     """
     S.check_one_game(state, "step")
     before = step_before_generation(key, state, action)

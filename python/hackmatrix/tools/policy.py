@@ -24,6 +24,7 @@ from hackmatrix.tools.evaluation import Policy
 from hackmatrix.training import checkpoint as ckpt
 from hackmatrix.training import distribution
 from hackmatrix.training import network as net
+from hackmatrix.training.config import LEGACY_ARCHITECTURE
 
 OBS_DIM = observation.FLAT_SIZE  # the env's flat features
 
@@ -44,9 +45,11 @@ class LoadedPolicy(NamedTuple):
 
     @property
     def architecture(self) -> str:
-        """e.g. "2 x 256 MLP"."""
-        return (f"{self.network_config.get('num_layers')} x "
-                f"{self.network_config.get('hidden_dim')} MLP")
+        """e.g. "separate ego(16) + 2 x 256 tanh" or, for older files, "shared 2 x 256 tanh"."""
+        config = {**LEGACY_ARCHITECTURE, **self.network_config}
+        grid = f"{config['torso']}({config['conv_channels']}) + " if config["torso"] != "mlp" else ""
+        return (f"{'shared' if config['shared'] else 'separate'} {grid}{config['num_layers']} x "
+                f"{config['hidden_dim']} {config['activation']}")
 
 
 def latest_checkpoint(checkpoint_dir: str | pathlib.Path) -> pathlib.Path:
@@ -177,11 +180,12 @@ def network_policy(loaded: LoadedPolicy, deterministic: bool, name: str | None =
     """The checkpoint as a tools policy; its params travel as a traced argument, so one
     compilation serves every checkpoint of the same architecture."""
     return Policy(name=name or str(loaded.source),
-                  act=_network_act(loaded.network, deterministic), params=loaded.params)
+                  act=network_act(loaded.network, deterministic), params=loaded.params)
 
 
 @functools.lru_cache(maxsize=None)
-def _network_act(network: net.ActorCritic, deterministic: bool):
+def network_act(network: net.ActorCritic, deterministic: bool):
+    """The network's `act` (argmax or a sample of its masked distribution), one per network."""
     def act(params, key, game_state, features, action_mask):
         del game_state  # the network sees only the observation
         logits, _ = network.apply(params, features)

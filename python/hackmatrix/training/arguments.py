@@ -13,11 +13,15 @@ import math
 import os
 
 from hackmatrix.training import checkpoint as ckpt
-from hackmatrix.training.config import TrainConfig
+from hackmatrix.training.config import LR_SCHEDULES, TrainConfig
 from hackmatrix.training.wandb_sink import MODES
 
 
-ARCHITECTURE_FIELDS = ("hidden_dim", "num_layers")
+MAX_EVAL_EPISODES = 65_536
+# The network and reward flags' values are checked by `config.validate` (exit 3), which imports
+# the game and the network only then: the flags are parsed before JAX is imported.
+ARCHITECTURE_FIELDS = ("torso", "shared_torso", "activation", "hidden_dim", "num_layers",
+                       "conv_channels")
 
 
 CONFIG_FIELDS = tuple(field.name for field in dataclasses.fields(TrainConfig))
@@ -85,20 +89,51 @@ def build_parser() -> argparse.ArgumentParser:
     ppo.add_argument("--update-epochs", type=int, help="epochs per update (default 4; auto-scaled "
                      "for batches above 32,768 unless given)")
     ppo.add_argument("--lr", type=float, help="Adam learning rate (default 1e-3)")
+    ppo.add_argument("--lr-schedule", choices=LR_SCHEDULES,
+                     help="learning rate over the run: constant, or annealed to 0 at "
+                          "--total-timesteps linearly or on a cosine (default linear)")
     ppo.add_argument("--anneal-lr", action=argparse.BooleanOptionalAction, default=None,
-                     help="anneal the learning rate linearly to 0 over --total-timesteps (default on)")
+                     help="the same as --lr-schedule linear; --no-anneal-lr as constant")
     ppo.add_argument("--gamma", type=float, help="discount (default 0.99)")
     ppo.add_argument("--gae-lambda", type=float, help="GAE lambda (default 0.95)")
     ppo.add_argument("--clip-eps", type=float, help="PPO ratio and value clip (default 0.2)")
-    ppo.add_argument("--ent-coef", type=float, help="entropy bonus coefficient (default 0.01)")
+    ppo.add_argument("--ent-coef", type=float, help="entropy bonus coefficient at the start "
+                     "(default 0.01)")
+    ppo.add_argument("--ent-coef-end", type=float, help="entropy coefficient at the end of the "
+                     "run, reached linearly (default: --ent-coef, i.e. constant)")
     ppo.add_argument("--vf-coef", type=float, help="value loss coefficient (default 0.5)")
+    ppo.add_argument("--clip-value-loss", action=argparse.BooleanOptionalAction, default=None,
+                     help="clip the value loss around the rollout's values by --clip-eps "
+                          "(default on)")
     ppo.add_argument("--max-grad-norm", type=float, help="global gradient norm clip (default 0.5)")
 
-    net = parser.add_argument_group("network")
+    net = parser.add_argument_group("network (kept by a resume)")
+    net.add_argument("--torso", metavar="{mlp,conv,ego}",
+                     help="mlp: dense layers over the flat observation; conv: two 3x3 "
+                          "convolutions over the 6x6 grid, then the dense layers; ego: the "
+                          "board re-centred on the player, each cell embedded, then the dense "
+                          "layers (default ego)")
+    net.add_argument("--shared-torso", action=argparse.BooleanOptionalAction, default=None,
+                     help="one torso for the policy and value heads (default: separate ones)")
+    net.add_argument("--activation", metavar="{tanh,relu,gelu,silu}",
+                     help="hidden activation (default tanh)")
     net.add_argument("--hidden-dim", type=int, help="units per hidden layer (default 256)")
-    net.add_argument("--num-layers", type=int,
-                     help="hidden layers of the torso shared by the policy and value heads "
-                          "(default 2)")
+    net.add_argument("--num-layers", type=int, help="hidden dense layers per torso (default 2)")
+    net.add_argument("--conv-channels", type=int,
+                     help="channels per cell of the grid torsos: each convolution's (conv), "
+                          "the cell embedding's (ego) (default 16)")
+
+    reward = parser.add_argument_group("training reward (evaluation always reports the game's "
+                                       "own outcomes)")
+    reward.add_argument("--reward-weights", metavar="NAME=W,...",
+                        help="weights of the rules' reward components (step_penalty, stage, "
+                             "score, kills, dataSiphon, distance, victory, death, resourceGain, "
+                             "resourceHolding, damagePenalty, hpRecovery, siphonQuality, "
+                             "programWaste, siphonDeathPenalty); unnamed ones keep 1")
+    reward.add_argument("--distance-shaping", metavar="{rules,potential,none}",
+                        help="rules: 0.05 per cell closer to the exit, nothing for a step away "
+                             "(farmable by pacing); potential: 0.05 x the signed change, so "
+                             "pacing earns nothing; none (default: potential)")
     net.add_argument("--seed", type=int, help="random seed (default 0)")
 
     checkpoints = parser.add_argument_group("checkpoints")
@@ -137,6 +172,15 @@ def build_parser() -> argparse.ArgumentParser:
                        help="upload checkpoints as artifacts (the default; on a resume, undoes "
                             "the run's --no-artifact)")
 
+    evaluation = parser.add_argument_group("evaluation during training")
+    evaluation.add_argument("--eval-interval", type=int, metavar="N",
+                            help="every N updates (and at the end), play --eval-episodes games "
+                                 "on fixed boards, sampled and greedy, log eval/* and keep the "
+                                 "best params by sampled mean stage as best_params.npz "
+                                 "(default 0: off)")
+    evaluation.add_argument("--eval-episodes", type=int, metavar="N",
+                            help=f"games per evaluation (default 256, at most {MAX_EVAL_EPISODES})")
+
     output = parser.add_argument_group("output")
     output.add_argument("--log-interval", type=int,
                         help="updates per log line (CPU default 1; accelerator 5)")
@@ -146,14 +190,27 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def explicit_values(args) -> dict:
-    return {name: getattr(args, name) for name in CONFIG_FIELDS if getattr(args, name) is not None}
+    """The config fields given on the command line. `--anneal-lr` names an lr schedule, and a
+    lone `--ent-coef` sets a constant coefficient."""
+    values = {name: getattr(args, name) for name in CONFIG_FIELDS
+              if getattr(args, name, None) is not None}
+    anneal = getattr(args, "anneal_lr", None)
+    if anneal is not None:
+        if "lr_schedule" in values and (values["lr_schedule"] == "constant") == anneal:
+            raise UsageError(f"--{'' if anneal else 'no-'}anneal-lr contradicts --lr-schedule "
+                             f"{values['lr_schedule']}")
+        values.setdefault("lr_schedule", "linear" if anneal else "constant")
+    if "ent_coef" in values:
+        values.setdefault("ent_coef_end", values["ent_coef"])
+    return values
 
 
 # Options of a run that are not part of its TrainConfig (they change no result): a resume keeps
 # them from the checkpoint unless given again.
 RUN_OPTION_DEFAULTS = {"save_interval_minutes": 10.0, "save_interval": None, "keep_checkpoints": 5,
                        "wandb": True, "wandb_mode": None, "wandb_project": "hackmatrix",
-                       "wandb_entity": None, "no_artifact": False}
+                       "wandb_entity": None, "no_artifact": False, "eval_interval": 0,
+                       "eval_episodes": 256}
 
 
 def run_options(args, saved: dict | None) -> dict:
@@ -187,6 +244,11 @@ def _options_problem(options: dict) -> str | None:
         return f"--save-interval-minutes must be a finite number >= 0, got {minutes!r}"
     if not (whole(options["keep_checkpoints"]) and options["keep_checkpoints"] >= 0):
         return f"--keep-checkpoints must be a whole number >= 0, got {options['keep_checkpoints']!r}"
+    if not (whole(options["eval_interval"]) and options["eval_interval"] >= 0):
+        return f"--eval-interval must be a whole number >= 0, got {options['eval_interval']!r}"
+    episodes = options["eval_episodes"]
+    if not (whole(episodes) and 1 <= episodes <= MAX_EVAL_EPISODES):
+        return f"--eval-episodes must be a whole number in [1, {MAX_EVAL_EPISODES}], got {episodes!r}"
     interval = options["save_interval"]
     if interval is not None and not (whole(interval) and interval >= 1):
         return f"--save-interval must be a whole number >= 1, got {interval!r}"

@@ -35,6 +35,8 @@ FORMAT_VERSION = 1
 CHECKPOINT_PATTERN = re.compile(r"^checkpoint_(\d+)\.pkl$")
 PARAMS_PATTERN = re.compile(r"^params_(\d+)\.npz$")
 FINAL_PARAMS_NAME = "final_params.npz"
+# The best params by evaluation during training (`training/evaluation.py`).
+BEST_PARAMS_NAME = "best_params.npz"
 SET_ASIDE_DIR = "set_aside"
 LOCK_NAME = ".lock"
 # `atomic_write`'s temp files: ".{name}.{random}.tmp".
@@ -115,26 +117,31 @@ def unflatten_params(flat: dict[str, np.ndarray]) -> dict:
     return params
 
 
-def save_params(path: Path, params: dict) -> Path:
+NETWORK_ENTRY = "network/"  # a params file's architecture entries: "network/torso" -> "conv"
+META_ENTRY = "meta/"        # other facts about the params (e.g. the best params' update)
+
+
+def save_params(path: Path, params: dict, network: dict | None = None,
+                meta: dict | None = None) -> Path:
+    """Params as a plain .npz, with the architecture (`network`) and any `meta` as 0-d entries
+    beside them, so that a params file alone rebuilds its network."""
     flat = flatten_params(params)
+    for prefix, entries in ((NETWORK_ENTRY, network), (META_ENTRY, meta)):
+        for key, value in (entries or {}).items():
+            flat[prefix + key] = np.asarray(value)
     return atomic_write(path, lambda f: np.savez(f, **flat))
 
 
 def infer_network_config(params: dict) -> dict:
-    """Recovers the architecture from parameter shapes (an .npz holds params only)."""
-    layers = params.get("params", params)
+    """Recovers the architecture from parameter names and shapes (params files written before
+    they held their architecture)."""
+    from hackmatrix.training.network import infer_config
     try:
-        hidden_names = sorted((k for k in layers if k.startswith("torso_")),
-                              key=lambda k: int(k.rsplit("_", 1)[1]))
-        first_kernel = np.shape(layers[hidden_names[0]]["kernel"])
-        logits_kernel = np.shape(layers["actor_logits"]["kernel"])
-        if len(first_kernel) != 2 or len(logits_kernel) != 2:
-            raise ValueError("kernels are matrices")
-        return {"hidden_dim": int(first_kernel[1]), "num_layers": len(hidden_names),
-                "obs_dim": int(first_kernel[0]), "num_actions": int(logits_kernel[1])}
+        return infer_config(params)
     except (KeyError, IndexError, ValueError, TypeError, AttributeError):
         raise CheckpointError("parameters do not look like an ActorCritic: they need "
-                              "torso_0.../kernel and actor_logits/kernel matrices") from None
+                              "torso_0... (or actor_torso_0...)/kernel and actor_logits/kernel "
+                              "matrices") from None
 
 
 # ----------------------------------------------------------------------------- checkpoints
@@ -155,7 +162,7 @@ def save_checkpoint(run_dir: Path, state: dict) -> Path:
     update = int(state["update"])
     path = atomic_write(checkpoint_path(run_dir, update),
                         lambda f: _CheckpointPickler(f, protocol=pickle.HIGHEST_PROTOCOL).dump(state))
-    save_params(params_path(run_dir, update), state["params"])
+    save_params(params_path(run_dir, update), state["params"], state["network"])
     return path
 
 
@@ -302,6 +309,12 @@ def _check_fields(path: Path, state: dict) -> None:
     def count(value) -> bool:  # bool is an int in Python: True must not read as update 1
         return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
+    def text_keyed(tree) -> bool:  # nested dicts with text keys down to the arrays
+        return not isinstance(tree, dict) or all(
+            isinstance(key, str) and text_keyed(value) for key, value in tree.items())
+
+    if not isinstance(state["params"], dict) or not text_keyed(state["params"]):
+        raise CheckpointError(f"{path} is corrupt: its params are not dicts of named arrays")
     network = state["network"]
     if not isinstance(network, dict) or not all(count(network.get(key)) for key in NETWORK_KEYS):
         raise CheckpointError(f"{path} is corrupt: its network must give {', '.join(NETWORK_KEYS)}")
@@ -317,12 +330,15 @@ def _check_resume_fields(path: Path, state: dict) -> None:
     fresh runner's layout when it is built)."""
     import dataclasses
 
-    from hackmatrix.training.config import ConfigError, TrainConfig, validate
+    from hackmatrix.training.config import LEGACY_FIELDS, ConfigError, TrainConfig, validate
+    from hackmatrix.training.config import LEGACY_ARCHITECTURE
 
     # A missing field would take today's default, which need not be the one the run trained
     # with (lr's default has changed). num_devices came later: absent, the run had one device.
     missing = sorted({field.name for field in dataclasses.fields(TrainConfig)}
-                     - set(state["config"]) - {"num_devices"})
+                     - set(state["config"]) - LEGACY_FIELDS - {"lr_schedule"})
+    if "lr_schedule" not in state["config"] and "anneal_lr" not in state["config"]:
+        missing.append("lr_schedule")
     if missing:
         raise CheckpointError(f"{path} is corrupt: its config lacks {', '.join(missing)}")
     try:
@@ -330,9 +346,10 @@ def _check_resume_fields(path: Path, state: dict) -> None:
     except (ConfigError, TypeError, ValueError) as error:
         raise CheckpointError(f"{path} is corrupt: its config is invalid ({error_line(error)})") from None
     # A resume builds the network from the config, the other tools from `network`: they agree.
-    disagree = [f"{key} {state['network'][key]} in its network, {state['config'][key]} in its "
-                "config" for key in ("hidden_dim", "num_layers")
-                if state["network"][key] != state["config"][key]]
+    network = {**LEGACY_ARCHITECTURE, **state["network"]}
+    configured = TrainConfig.from_dict(state["config"]).network_config
+    disagree = [f"{key} {network[key]} in its network, {value} in its config"
+                for key, value in configured.items() if network[key] != value]
     if disagree:
         raise CheckpointError(f"{path} is corrupt: {'; '.join(disagree)}")
     explicit = state.get("explicit_config", [])
@@ -369,7 +386,19 @@ def files_after(run_dir: Path, update: int) -> list[Path]:
     later += [entry for entry in run_dir.iterdir()
               if (match := PARAMS_PATTERN.match(entry.name)) and int(match.group(1)) > update]
     final = run_dir / FINAL_PARAMS_NAME
-    return sorted(later) + ([final] if final.is_file() else [])
+    best = run_dir / BEST_PARAMS_NAME
+    best_later = best.is_file() and (params_meta(best).get("update", update + 1) > update)
+    return sorted(later) + ([final] if final.is_file() else []) + ([best] if best_later else [])
+
+
+def params_meta(path: Path) -> dict:
+    """The `meta/` entries of a params file, as Python numbers ({} if it cannot be read)."""
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            return {key[len(META_ENTRY):]: data[key].item() for key in data.files
+                    if key.startswith(META_ENTRY)}
+    except Exception:  # noqa: BLE001  (a damaged file has no usable meta)
+        return {}
 
 
 # set_aside's folders: {why}_{stamp}, with _2, _3, ... when the stamp is taken.
@@ -569,11 +598,14 @@ def load_policy_params(path) -> tuple[dict, dict]:
         try:
             # No pickled objects: a params file holds plain arrays only.
             with np.load(path, allow_pickle=False) as data:
-                params = unflatten_params({key: data[key] for key in data.files})
+                network = {key[len(NETWORK_ENTRY):]: data[key].item() for key in data.files
+                           if key.startswith(NETWORK_ENTRY)}
+                params = unflatten_params({key: data[key] for key in data.files if not
+                                           key.startswith((NETWORK_ENTRY, META_ENTRY))})
         except Exception as error:
             raise CheckpointError(f"cannot read params {path}: {error_line(error)}") from None
         try:
-            return params, infer_network_config(params)
+            return params, {**infer_network_config(params), **network}
         except CheckpointError as error:
             raise CheckpointError(f"{path}: {error}") from None
     raise CheckpointError(f"expected a .pkl checkpoint, a .npz params file or a run directory: {path}")

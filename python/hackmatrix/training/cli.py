@@ -73,7 +73,16 @@ def make_env():
     return env, env.default_params
 
 
-def _fresh_config(args, backend: str, available_devices: int) -> tuple[TrainConfig, dict, set]:
+def with_training_reward(env_params, config: TrainConfig):
+    """The env params with the reward options of `config` (`game/reward_options.py`)."""
+    from hackmatrix.game import reward_options
+    if env_params is None:  # an env without reward options
+        return None
+    return reward_options.env_params(config.reward_weights, config.distance_shaping,
+                                     base=env_params)
+
+
+def fresh_config(args, backend: str, available_devices: int) -> tuple[TrainConfig, dict, set]:
     """(config, auto-scaled changes, the config fields the user set)."""
     explicit = arguments.explicit_values(args)
     config = TrainConfig(**{**device_defaults(backend), **explicit})
@@ -110,7 +119,7 @@ class _RunStart(NamedTuple):
 def _fresh_run(args, backend: str, available_devices: int, say) -> _RunStart:
     if args.keep_optimizer:
         say("[config] note: --keep-optimizer only applies with --resume: ignored")
-    config, scaled, explicit_config = _fresh_config(args, backend, available_devices)
+    config, scaled, explicit_config = fresh_config(args, backend, available_devices)
     run_name = args.run_name or datetime.now().strftime("ppo_%Y%m%d-%H%M%S")
     return _RunStart(Path(args.checkpoint_dir) / run_name, run_name, config, scaled,
                      explicit_config, update=0, timesteps=0, forks_now=False, forked_from=None)
@@ -139,8 +148,23 @@ def _resumed_run(args, saved: dict, resume_path: Path, available_devices: int,
 
 
 def _network_config(config: TrainConfig, obs_dim: int, num_actions: int) -> dict:
-    return {"hidden_dim": config.hidden_dim, "num_layers": config.num_layers,
-            "obs_dim": obs_dim, "num_actions": num_actions}
+    return {**config.network_config, "obs_dim": obs_dim, "num_actions": num_actions}
+
+
+def _network_text(config: TrainConfig) -> str:
+    grid = {"conv": f"conv{config.conv_channels}x2+", "ego": f"ego{config.conv_channels}+"}
+    torso = grid.get(config.torso, "") + f"{config.num_layers}x{config.hidden_dim} {config.activation}"
+    return f"{'shared' if config.shared_torso else 'separate'}({torso})"
+
+
+def _reward_text(config: TrainConfig) -> str:
+    """The training reward in a few words; the rules' reward is named as such."""
+    if not config.reward_weights and config.distance_shaping == "rules":
+        return "rules"
+    parts = [f"distance_shaping={config.distance_shaping}"]
+    if config.reward_weights:
+        parts.append(f"weights={config.reward_weights}")
+    return f"{' '.join(parts)} (not the rules' reward; evaluation reports the game's outcomes)"
 
 
 def _checkpoint_state(runner, *, config, network, run_name, update, timesteps, wandb_run_id,
@@ -378,8 +402,10 @@ def _train(args, signals: _Signals, cleanup: contextlib.ExitStack) -> int:
         f"update_epochs={config.update_epochs} gradient_steps={config.gradient_steps_per_update} "
         f"auto_scaled={scaled_text}")
     say(f"[config] updates={start_update}->{num_updates} total_timesteps={config.total_timesteps} "
-        f"lr={config.lr} anneal_lr={config.anneal_lr} hidden_dim={config.hidden_dim} "
-        f"num_layers={config.num_layers} seed={config.seed} run_dir={run_dir}")
+        f"lr={config.lr} lr_schedule={config.lr_schedule} seed={config.seed} run_dir={run_dir}")
+    say(f"[config] network={_network_text(config)} ent_coef={config.ent_coef}->"
+        f"{config.ent_coef_end} clip_value_loss={config.clip_value_loss} "
+        f"reward={_reward_text(config)}")
     if backend == "cpu" and config.num_devices > 1:
         say(f"[config] warning: {config.num_devices} CPU devices: runs are not bit-reproducible "
             "(XLA:CPU's multi-device runs vary from run to run with the same seed), so a resumed "
@@ -396,6 +422,7 @@ def _train(args, signals: _Signals, cleanup: contextlib.ExitStack) -> int:
             f"updates_per_chunk={config.updates_per_chunk}")
 
     env, env_params = make_env()
+    env_params = with_training_reward(env_params, config)
     obs_dim, num_actions = env.observation_size, env.num_actions
     network = _network_config(config, obs_dim, num_actions)
     if saved is not None and (saved["network"].get("obs_dim"), saved["network"].get("num_actions")) \
@@ -424,6 +451,7 @@ def _train(args, signals: _Signals, cleanup: contextlib.ExitStack) -> int:
 
     update, timesteps = start_update, start_timesteps
     save_interval = options["save_interval"]
+    eval_interval = options["eval_interval"]
 
     def dispatch_chunk(watched: bool = False) -> _DispatchedChunk:
         """Starts the next chunk (JAX returns at once; XLA computes on its own threads): its
@@ -433,6 +461,8 @@ def _train(args, signals: _Signals, cleanup: contextlib.ExitStack) -> int:
         boundaries = [num_updates, next_log, update + config.updates_per_chunk]
         if save_interval:
             boundaries.append((update // save_interval + 1) * save_interval)
+        if eval_interval:
+            boundaries.append((update // eval_interval + 1) * eval_interval)
         num_active = min(boundaries) - update
         start_time = time.perf_counter()
         outputs = run_chunk(runner, jnp.int32(num_active), schedule)
@@ -515,7 +545,8 @@ def _train(args, signals: _Signals, cleanup: contextlib.ExitStack) -> int:
         nonlocal last_record, window_seconds
         record = {"update": update, "timesteps": timesteps,
                   "train/sps": window.steps / window_seconds,
-                  **window.summarize()}
+                  **window.summarize(), **pending_eval}
+        pending_eval.clear()
         # A signal can end a resumed run before its first update, with the checkpoint's
         # part-filled window to log: no pace measured yet, so the ETA is unknown ("?").
         updates_run = update - start_update
@@ -540,6 +571,12 @@ def _train(args, signals: _Signals, cleanup: contextlib.ExitStack) -> int:
     # interrupted during set-up must leave the run directory as it was.
     metrics_file = M.MetricsFile(run_dir)
     run_directory.prepare(run_dir, saved, start_update, metrics_file, say)
+    evaluator, pending_eval = None, {}
+    if eval_interval:  # after `prepare`, which sets aside a best_params.npz of later updates
+        from hackmatrix.training.evaluation import InTrainingEvaluator
+        evaluator = InTrainingEvaluator(trainer.network, network, options["eval_episodes"],
+                                        config.seed, run_dir)
+        say(evaluator.baseline_line())
     # Replaced when the session ends; a summary still "running" tells whoever reads it after a
     # SIGKILL that this session never finished (not that an earlier one completed).
     M.write_summary(run_dir, summary("running"))
@@ -563,6 +600,10 @@ def _train(args, signals: _Signals, cleanup: contextlib.ExitStack) -> int:
             window_seconds += elapsed
             window.add(chunk_metrics, num_active)
             console.advance(num_active)
+            if evaluator and (update % eval_interval == 0 or update == num_updates):
+                eval_metrics, eval_line = evaluator.evaluate(runner.train.params, update)
+                console.print(eval_line)
+                pending_eval.update(eval_metrics)
 
             if update % config.log_interval == 0 or update == num_updates:
                 log_window()
@@ -594,7 +635,8 @@ def _train(args, signals: _Signals, cleanup: contextlib.ExitStack) -> int:
             console.print(f"[signal] {signals.signal_name} came during the last chunk: the run "
                           "is complete, so it finishes as usual (exit 0, nothing to resume)")
         save_checkpoint("final", session_end=True)
-        ckpt.save_params(run_dir / ckpt.FINAL_PARAMS_NAME, jax.device_get(runner.train.params))
+        ckpt.save_params(run_dir / ckpt.FINAL_PARAMS_NAME, jax.device_get(runner.train.params),
+                         network)
         final = summary("completed")
         M.write_summary(run_dir, final)
         signals.outcome_saved(EXIT_OK, "the run is complete")

@@ -34,15 +34,27 @@ class TrainConfig:
     num_minibatches: int = 4
     update_epochs: int = 4
     lr: float = 1e-3
-    anneal_lr: bool = True
+    lr_schedule: str = "linear"
     gamma: float = 0.99
     gae_lambda: float = 0.95
     clip_eps: float = 0.2
     ent_coef: float = 0.01
+    # The entropy coefficient moves linearly from ent_coef to ent_coef_end over the run.
+    ent_coef_end: float = 0.01
     vf_coef: float = 0.5
+    clip_value_loss: bool = True
     max_grad_norm: float = 0.5
+    # Network (`network.py`).
+    torso: str = "ego"
+    shared_torso: bool = False
+    activation: str = "tanh"
     hidden_dim: int = 256
     num_layers: int = 2
+    conv_channels: int = 16
+    # The reward the agent trains on (`game/reward_options.py`); evaluation always reports the
+    # game's own outcomes.
+    reward_weights: str = ""
+    distance_shaping: str = "potential"
     seed: int = 0
     log_interval: int = 1
     # Devices that share the envs (data parallelism; the result depends on it).
@@ -73,10 +85,44 @@ class TrainConfig:
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
 
+    @property
+    def network_config(self) -> dict:
+        """The architecture keys of a checkpoint's `network` dict (obs_dim and num_actions
+        come from the env)."""
+        return {"torso": self.torso, "shared": self.shared_torso, "activation": self.activation,
+                "hidden_dim": self.hidden_dim, "num_layers": self.num_layers,
+                "conv_channels": self.conv_channels if self.torso != "mlp" else 0}
+
     @classmethod
     def from_dict(cls, values: dict) -> "TrainConfig":
+        """The config a checkpoint recorded. Fields it lacks take the values its run trained
+        with (`legacy_values`), not today's defaults."""
         known = {field.name for field in dataclasses.fields(cls)}
+        values = {**legacy_values(values), **values}
         return cls(**{key: value for key, value in values.items() if key in known})
+
+
+# What a checkpoint's `network` without these keys was trained with: the only architecture there
+# was then (`network.py`).
+LEGACY_ARCHITECTURE = {"torso": "mlp", "shared": True, "activation": "tanh", "conv_channels": 0}
+
+# Options that came after the first checkpoints: what a config without them trained with.
+LEGACY_FIELDS = frozenset({"num_devices", "lr_schedule", "ent_coef_end", "clip_value_loss",
+                           "torso", "shared_torso", "activation", "conv_channels",
+                           "reward_weights", "distance_shaping"})
+
+
+def legacy_values(values: dict) -> dict:
+    legacy = {"num_devices": 1, "ent_coef_end": values.get("ent_coef", TrainConfig.ent_coef),
+              "clip_value_loss": True, "torso": "mlp", "shared_torso": True, "activation": "tanh",
+              "conv_channels": TrainConfig.conv_channels, "reward_weights": "",
+              "distance_shaping": "rules"}
+    if "anneal_lr" in values:
+        legacy["lr_schedule"] = "linear" if values["anneal_lr"] else "constant"
+    return legacy
+
+
+LR_SCHEDULES = ("constant", "linear", "cosine")
 
 
 # CPU: a first run of a few minutes that visibly learns. GPU/TPU: wide batches keep the device busy.
@@ -155,14 +201,15 @@ def validate(config: TrainConfig) -> None:
     for field in dataclasses.fields(config):
         value = getattr(config, field.name)
         is_bool = isinstance(value, (bool, np.bool_))
-        expected = {"bool": (is_bool, "true or false"),
+        expected = {"str": (isinstance(value, str), "text"),
+                    "bool": (is_bool, "true or false"),
                     "int": (isinstance(value, numbers.Integral) and not is_bool, "an integer"),
                     "float": (isinstance(value, numbers.Real) and not is_bool, "a number")}
         valid, description = expected[field.type]
         if not valid:
             raise ConfigError(f"{field.name} must be {description}, got {value!r}")
     positive_ints = ("total_timesteps", "num_envs", "num_steps", "num_minibatches", "update_epochs",
-                     "hidden_dim", "num_layers", "log_interval", "num_devices")
+                     "hidden_dim", "num_layers", "log_interval", "num_devices", "conv_channels")
     for name in positive_ints:
         if getattr(config, name) < 1:
             raise ConfigError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(config, name)}")
@@ -175,6 +222,11 @@ def validate(config: TrainConfig) -> None:
         raise ConfigError(f"--hidden-dim {config.hidden_dim} makes hidden weight matrices of "
                           f"{config.hidden_dim ** 2} entries, over {MAX_COUNT}: at most "
                           f"{math.isqrt(MAX_COUNT)}")
+    first_layer_inputs = {"mlp": 0, "conv": 33 + 36 * config.conv_channels,
+                          "ego": 33 + 121 * (config.conv_channels + 1)}.get(config.torso, 0)
+    if max(9 * config.conv_channels ** 2, first_layer_inputs * config.hidden_dim) > MAX_COUNT:
+        raise ConfigError(f"--conv-channels {config.conv_channels} with --hidden-dim "
+                          f"{config.hidden_dim} makes weight matrices of over {MAX_COUNT} entries")
     if config.batch_size > MAX_COUNT:
         raise ConfigError(f"batch size {config.batch_size} (num_envs {config.num_envs} x num_steps "
                           f"{config.num_steps}) is over {MAX_COUNT}")
@@ -198,7 +250,7 @@ def validate(config: TrainConfig) -> None:
         if not 0.0 <= getattr(config, name) <= 1.0:
             raise ConfigError(f"--{name.replace('_', '-')} must be in [0, 1], got {getattr(config, name)}")
     # Finite in float32, the precision the update computes in.
-    for name in ("lr", "ent_coef", "vf_coef"):
+    for name in ("lr", "ent_coef", "ent_coef_end", "vf_coef"):
         value = getattr(config, name)
         if not 0.0 <= value <= MAX_FLOAT32:
             raise ConfigError(f"--{name.replace('_', '-')} must be a finite number >= 0, got {value}")
@@ -207,6 +259,19 @@ def validate(config: TrainConfig) -> None:
         value = getattr(config, name)
         if not 0.0 < value <= MAX_FLOAT32:
             raise ConfigError(f"--{name.replace('_', '-')} must be a finite number > 0, got {value}")
+    if config.lr_schedule not in LR_SCHEDULES:
+        raise ConfigError(f"--lr-schedule must be one of {', '.join(LR_SCHEDULES)}, got "
+                          f"{config.lr_schedule!r}")
+    # Imported here: the flags are checked before JAX is imported.
+    from hackmatrix.game import reward_options
+    from hackmatrix.training.network import architecture_problem
+    problem = architecture_problem(config.network_config)
+    if problem:
+        raise ConfigError(f"--{problem}")
+    try:
+        reward_options.env_params(config.reward_weights, config.distance_shaping)
+    except reward_options.RewardOptionError as error:
+        raise ConfigError(str(error)) from None
     if not 0 <= config.seed <= MAX_SEED:
         raise ConfigError(f"--seed must be in [0, {MAX_SEED}] (JAX's PRNGKey takes 32 bits), "
                           f"got {config.seed}")

@@ -136,6 +136,7 @@ def format_duration(seconds: float) -> str:
 
 STDOUT_FIELDS = (
     ("mean_episode_return", "train/mean_episode_return"),
+    ("mean_stage", "stats/mean_final_stage"),
     ("mean_episode_length", "train/mean_episode_length"),
     ("num_episodes", "train/num_episodes"),
     ("mean_reward", "train/mean_reward"),

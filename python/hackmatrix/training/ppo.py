@@ -51,9 +51,10 @@ from jax.sharding import NamedSharding, PartitionSpec
 from hackmatrix import xla_options
 from hackmatrix.game.constants import ACTION_SIPHON, FIRST_PROGRAM_ACTION, NUM_REWARD_COMPONENTS
 from hackmatrix.game.spawning import split_key
-from hackmatrix.training import distribution
-from hackmatrix.training.config import TrainConfig, validate
-from hackmatrix.training.network import ActorCritic, init_params
+from hackmatrix.training import distribution, schedules
+from hackmatrix.training.config import ConfigError, TrainConfig, validate
+from hackmatrix.training.network import (ActorCritic, init_params, network_from_config,
+                                         observation_size)
 
 
 ENV_AXIS = "envs"  # the mesh axis that per-env data is split over
@@ -119,10 +120,13 @@ def make_schedule(config: TrainConfig) -> Schedule:
     return Schedule(jnp.float32(config.lr), jnp.float32(config.total_timesteps))
 
 
+def progress(schedule: Schedule, schedule_timesteps: jax.Array) -> jax.Array:
+    return schedule_timesteps / schedule.total_timesteps
+
+
 def learning_rate(config: TrainConfig, schedule: Schedule, schedule_timesteps: jax.Array) -> jax.Array:
-    if not config.anneal_lr:
-        return schedule.lr
-    return schedule.lr * jnp.clip(1.0 - schedule_timesteps / schedule.total_timesteps, 0.0, 1.0)
+    return schedule.lr * schedules.decay_fraction(config.lr_schedule,
+                                                  progress(schedule, schedule_timesteps))
 
 
 def compute_gae(values: jax.Array, rewards: jax.Array, dones: jax.Array, last_value: jax.Array,
@@ -163,7 +167,10 @@ def make_trainer(config: TrainConfig, env, env_params) -> Trainer:
     invalid config (`config.validate`), before anything is traced."""
     validate(config)
     obs_dim, num_actions = env.observation_size, env.num_actions
-    network = ActorCritic(config.hidden_dim, config.num_layers, num_actions)
+    if config.torso != "mlp" and obs_dim != observation_size():
+        raise ConfigError(f"--torso {config.torso} reads HackMatrix's board from the observation; "
+                          f"this env's has {obs_dim} features: use --torso mlp")
+    network = network_from_config({**config.network_config, "num_actions": num_actions})
     optimizer = make_optimizer(config)
     num_devices = config.num_devices
     devices = jax.local_devices()[:num_devices]
@@ -252,24 +259,26 @@ def make_trainer(config: TrainConfig, env, env_params) -> Trainer:
         return envs, rng, env_major(transitions)._replace(obs=observations), env_major(stats)
 
     # ---------------------------------------------------------------- PPO loss and update
-    def loss_fn(params, minibatch):
+    def loss_fn(params, minibatch, ent_coef):
         transitions, normalized, targets = minibatch
         logits, value = network.apply(params, transitions.obs.features)
         mask = transitions.obs.action_mask
         new_log_prob = distribution.log_prob(logits, mask, transitions.action)
         entropy = distribution.entropy(logits, mask).mean()
 
-        value_clipped = transitions.value + jnp.clip(value - transitions.value,
-                                                     -config.clip_eps, config.clip_eps)
-        value_loss = 0.5 * jnp.maximum(jnp.square(value - targets),
-                                       jnp.square(value_clipped - targets)).mean()
+        value_loss = jnp.square(value - targets)
+        if config.clip_value_loss:
+            value_clipped = transitions.value + jnp.clip(value - transitions.value,
+                                                         -config.clip_eps, config.clip_eps)
+            value_loss = jnp.maximum(value_loss, jnp.square(value_clipped - targets))
+        value_loss = 0.5 * value_loss.mean()
 
         log_ratio = new_log_prob - transitions.log_prob
         ratio = jnp.exp(log_ratio)
         pg_loss = -jnp.minimum(ratio * normalized,
                                jnp.clip(ratio, 1.0 - config.clip_eps, 1.0 + config.clip_eps)
                                * normalized).mean()
-        total_loss = pg_loss + config.vf_coef * value_loss - config.ent_coef * entropy
+        total_loss = pg_loss + config.vf_coef * value_loss - ent_coef * entropy
         diagnostics = {
             "pg_loss": pg_loss, "value_loss": value_loss, "entropy": entropy,
             "approx_kl": ((ratio - 1.0) - log_ratio).mean(),
@@ -279,7 +288,7 @@ def make_trainer(config: TrainConfig, env, env_params) -> Trainer:
         return total_loss, diagnostics
 
     def update_minibatch(carry, rows):
-        train, lr, batch = carry
+        train, (lr, ent_coef), batch = carry
         # Gathered from the flat batch here, not shuffled as a whole first: one copy of the
         # observations per epoch instead of two.
         transitions, advantages, targets = jax.tree.map(lambda x: x[rows], batch)
@@ -288,7 +297,7 @@ def make_trainer(config: TrainConfig, env, env_params) -> Trainer:
         std = jnp.sqrt(device_mean(jnp.square(advantages - mean).mean()))
         normalized = (advantages - mean) / (std + 1e-8)
         grads, diagnostics = jax.grad(loss_fn, has_aux=True)(
-            train.params, (transitions, normalized, targets))
+            train.params, (transitions, normalized, targets), ent_coef)
         # Each device's loss is the mean over its share: their mean is the minibatch's gradient.
         # These grads are local only because the shard_map below runs with check_vma=False; with
         # it on, JAX would already sum them over the devices (N times the gradient after this
@@ -297,16 +306,17 @@ def make_trainer(config: TrainConfig, env, env_params) -> Trainer:
         diagnostics["grad_norm"] = optax.tree.norm(grads)  # before clipping
         updates, opt_state = optimizer.update(grads, train.opt_state, train.params)
         params = optax.apply_updates(train.params, jax.tree.map(lambda u: -lr * u, updates))
-        return (TrainState(params, opt_state, train.schedule_timesteps), lr, batch), diagnostics
+        return (TrainState(params, opt_state, train.schedule_timesteps), (lr, ent_coef),
+                batch), diagnostics
 
     def update_epoch(carry, shuffle_key):
         """One pass over the batch (flattened to batch_size rows) in shuffled minibatches."""
-        train, lr, batch = carry
+        train, coefficients, batch = carry
         permutation = jax.random.permutation(device_key(shuffle_key), batch_size)
         (train, _, _), diagnostics = jax.lax.scan(
-            update_minibatch, (train, lr, batch),
+            update_minibatch, (train, coefficients, batch),
             permutation.reshape(config.num_minibatches, minibatch_size))
-        return (train, lr, batch), diagnostics
+        return (train, coefficients, batch), diagnostics
 
     def ppo_update(runner: RunnerState, schedule: Schedule):
         train = runner.train
@@ -316,17 +326,21 @@ def make_trainer(config: TrainConfig, env, env_params) -> Trainer:
                                           last_value, config.gamma, config.gae_lambda)
 
         lr = learning_rate(config, schedule, train.schedule_timesteps)
+        ent_coef = schedules.entropy_coefficient(config.ent_coef, config.ent_coef_end,
+                                                 progress(schedule, train.schedule_timesteps))
         rng, epochs_key = jax.random.split(rng)
         flat = jax.tree.map(lambda x: x.reshape((batch_size,) + x.shape[2:]),
                             (transitions, advantages, targets))
         (train, _, _), diagnostics = jax.lax.scan(
-            update_epoch, (train, lr, flat), jax.random.split(epochs_key, config.update_epochs))
+            update_epoch, (train, (lr, ent_coef), flat),
+            jax.random.split(epochs_key, config.update_epochs))
         train = train._replace(
             schedule_timesteps=train.schedule_timesteps + jnp.float32(config.batch_size))
 
         metrics = {name: value.mean() for name, value in diagnostics.items()}
         metrics.update(over_devices(rollout_metrics(transitions, stats)))
         metrics["learning_rate"] = lr
+        metrics["ent_coef"] = jnp.float32(ent_coef)
         return RunnerState(train, envs, rng), metrics
 
     def run_chunk(runner: RunnerState, num_active: jax.Array, schedule: Schedule):

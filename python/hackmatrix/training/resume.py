@@ -9,9 +9,10 @@ from pathlib import Path
 import numpy as np
 
 from hackmatrix.training import checkpoint as ckpt
-from hackmatrix.training import devices
+from hackmatrix.training import devices, schedules
 from hackmatrix.training.arguments import ARCHITECTURE_FIELDS, UsageError, explicit_values
 from hackmatrix.training.config import TrainConfig
+from hackmatrix.training.config import LEGACY_ARCHITECTURE
 
 
 def resumed_config(args, saved: dict, available_devices: int,
@@ -91,12 +92,13 @@ def restore_runner(fresh, saved: dict, config: TrainConfig, keep_optimizer: bool
     try:
         params = _restore_leaves(fresh.train.params, jax.tree.leaves(saved["params"]), "params")
     except ckpt.CheckpointError:
-        recorded = (saved["network"]["hidden_dim"], saved["network"]["num_layers"])
-        if recorded == (config.hidden_dim, config.num_layers):
+        recorded = {**LEGACY_ARCHITECTURE, **saved["network"]}
+        wanted = config.network_config
+        if all(recorded[key] == value for key, value in wanted.items()):
             raise  # the network fits: its params are what is wrong
         raise ckpt.CheckpointError(
             f"architecture mismatch: checkpoint network {saved['network']} does not fit "
-            f"hidden_dim={config.hidden_dim} num_layers={config.num_layers}") from None
+            + " ".join(f"{key}={value}" for key, value in wanted.items())) from None
     # Training never saves these (it stops on a non-finite loss first), and a resume from them
     # would only stop on one at its first update, after compiling.
     if not all(bool(jnp.isfinite(leaf).all()) for leaf in jax.tree.leaves(params)):
@@ -164,12 +166,13 @@ def schedule_note(saved_config: dict, config: TrainConfig,
                   schedule_timesteps: float) -> str | None:
     """A warning when a resume re-aims the annealed learning rate at a new total."""
     old_total = int(saved_config.get("total_timesteps", config.total_timesteps))
-    if not config.anneal_lr or old_total == config.total_timesteps:
+    if config.lr_schedule == "constant" or old_total == config.total_timesteps:
         return None
     def rate(total):
-        return config.lr * min(max(1.0 - schedule_timesteps / total, 0.0), 1.0)
+        return config.lr * schedules.decay_fraction(config.lr_schedule, schedule_timesteps / total)
     return (f"[resume] total_timesteps {old_total} -> {config.total_timesteps}: the learning rate "
-            f"now anneals to 0 at {config.total_timesteps} steps, so at this update it is "
+            f"now anneals ({config.lr_schedule}) to 0 at {config.total_timesteps} steps, so at "
+            "this update it is "
             f"{rate(config.total_timesteps):.3g} (it was {rate(old_total):.3g})")
 
 

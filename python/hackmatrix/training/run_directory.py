@@ -94,7 +94,7 @@ def finish_a_cut_short_final_save(run_dir: Path, run_name: str, saved: dict,
         ckpt.remove_temp_files(run_dir)
         for path in (params_file, final):
             if not path.is_file():
-                ckpt.save_params(path, saved["params"])
+                ckpt.save_params(path, saved["params"], saved["network"])
         kept = ckpt.prune_checkpoints(run_dir, options["keep_checkpoints"])
         if not finished:
             lines = M.MetricsFile(run_dir).split_after(update)[0]

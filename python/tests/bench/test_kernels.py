@@ -114,15 +114,15 @@ def test_benchmark_without_a_subcommand_first_names_the_subcommands(argv, capsys
         benchmark_main(argv)
     assert exit_info.value.code == 3
     assert capsys.readouterr().err == (
-        "benchmark.py: error: name a subcommand first: env, train, kernels, profile or ab (then "
-        "its options; see benchmark.py COMMAND --help)\n")
+        "benchmark.py: error: name a subcommand first: env, train, kernels, profile, ab or learn "
+        "(then its options; see benchmark.py COMMAND --help)\n")
 
 
 class _ParserBuilt(Exception):
     """Raised instead of parsing: the options are all added by then."""
 
 
-@pytest.mark.parametrize("command", ["env", "train", "kernels", "profile", "ab"])
+@pytest.mark.parametrize("command", ["env", "train", "kernels", "profile", "ab", "learn"])
 def test_every_benchmark_option_has_help_with_its_default(command, monkeypatch):
     options = []
     add_argument = ArgumentParser.add_argument

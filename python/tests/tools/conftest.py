@@ -43,7 +43,7 @@ TINY_TRAINING = ["--num-envs", "8", "--num-steps", "16", "--hidden-dim", "32", "
 
 @pytest.fixture(scope="session")
 def tiny_run(tmp_path_factory) -> pathlib.Path:
-    """A run directory from a real 6-update training run (8 envs x 16 steps, 2 x 32 MLP)."""
+    """A run directory from a real 6-update training run (8 envs x 16 steps, separate ego torsos, 2 x 32)."""
     from hackmatrix.training import cli as train_cli
 
     checkpoint_dir = tmp_path_factory.mktemp("checkpoints")

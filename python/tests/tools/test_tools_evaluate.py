@@ -203,7 +203,7 @@ def test_report_names_the_file_loaded(tiny_run, capsys):
     assert evaluate_main([str(tiny_run), "--baselines", "none", "--episodes", str(EPISODES),
                           "--max-steps", str(MAX_STEPS), "--seed", str(SEED)]) == 0
     out = capsys.readouterr().out
-    assert f"\n{tiny_run}: {ckpt.resolve_policy_file(tiny_run)} (2 x 32 MLP)\n" in out
+    assert f"\n{tiny_run}: {ckpt.resolve_policy_file(tiny_run)} (separate ego(16) + 2 x 32 tanh)\n" in out
     assert "baselines only" not in out
 
 

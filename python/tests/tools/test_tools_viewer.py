@@ -56,7 +56,7 @@ def test_watches_an_npz_and_a_run_dir_and_latest(tiny_run, capsys):
         # from the checkpoint or the .npz shapes.
         loaded_file = ckpt.resolve_policy_file(tiny_run)
         assert loaded_file.is_file()
-        assert out.startswith(f"watching {loaded_file} (2 x 32 MLP, argmax)\n")
+        assert out.startswith(f"watching {loaded_file} (separate ego(16) + 2 x 32 tanh, argmax)\n")
         assert len(_episode_lengths(out)) == 1
 
 

@@ -13,7 +13,8 @@ them, deterministically (SEED), come some 430 variants (some 360 of them checkpo
     network records that are invalid or describe another architecture, pickles of unrelated
     objects, of a module or a class that does not exist (no pickle here runs code);
   - params files: each array missing, extra arrays and members, other dtypes and shapes, object
-    arrays, a zip with no arrays, another architecture.
+    arrays, a zip with no arrays, another architecture, the `network/` architecture entries
+    missing (the old format), changed or extra, and `meta/` entries.
 Each variant is loaded by
   - the trainer: `cli.main(["--resume", PATH, ...])` in-process, two updates more than the
     original so that the arrays are checked too. `resume.restore_runner` (the last check before the
@@ -448,7 +449,8 @@ def with_nan(leaf):
     return leaf
 
 
-KERNEL_0 = ("params", "params", "torso_0", "kernel")
+# The tiny run's network: separate egocentric actor and critic torsos (the trainer's default).
+KERNEL_0 = ("params", "params", "actor_torso_0", "kernel")
 LOGITS_BIAS = ("params", "params", "actor_logits", "bias")
 # (name, change of the state, the trainer's outcome, the tools' outcome)
 STATE_CHANGES = [
@@ -479,7 +481,35 @@ STATE_CHANGES = [
     ("config_lr_nan", put("config", "lr", value=math.nan), REFUSED, ACCEPTED),
     ("config_total_timesteps_true", put("config", "total_timesteps", value=True),
      REFUSED, ACCEPTED),
-    ("config_anneal_lr_text", put("config", "anneal_lr", value="yes"), REFUSED, ACCEPTED),
+    ("config_lr_schedule_unknown", put("config", "lr_schedule", value="exponential"),
+     REFUSED, ACCEPTED),
+    ("config_lr_schedule_true", put("config", "lr_schedule", value=True), REFUSED, ACCEPTED),
+    ("config_lr_schedule_missing", put("config", "lr_schedule", value=REMOVE), REFUSED, ACCEPTED),
+    # What a checkpoint written before --lr-schedule holds instead: a constant learning rate.
+    ("config_anneal_lr_false_for_lr_schedule", lambda state: {**state, "config": {
+        **{k: v for k, v in state["config"].items() if k != "lr_schedule"}, "anneal_lr": False}},
+     ACCEPTED, ACCEPTED),
+    ("config_anneal_lr_text_beside_lr_schedule", put("config", "anneal_lr", value="yes"),
+     ACCEPTED, ACCEPTED),  # an unknown field beside the one that counts: ignored
+    ("config_torso_unknown", put("config", "torso", value="transformer"), REFUSED, ACCEPTED),
+    ("config_activation_unknown", put("config", "activation", value="sigmoid"),
+     REFUSED, ACCEPTED),
+    ("config_reward_weights_bad", put("config", "reward_weights", value="kills"),
+     REFUSED, ACCEPTED),
+    ("config_distance_shaping_unknown", put("config", "distance_shaping", value="manhattan"),
+     REFUSED, ACCEPTED),
+    ("config_ent_coef_end_negative", put("config", "ent_coef_end", value=-0.1),
+     REFUSED, ACCEPTED),
+    # Missing, the architecture fields take the legacy values (a shared tanh MLP): they then
+    # disagree with the network record (separate torsos), so the trainer refuses.
+    ("config_shared_torso_missing", put("config", "shared_torso", value=REMOVE),
+     REFUSED, ACCEPTED),
+    ("config_shared_torso_true", put("config", "shared_torso", value=True), REFUSED, ACCEPTED),
+    ("config_activation_relu", put("config", "activation", value="relu"), REFUSED, ACCEPTED),
+    ("config_reward_fields_missing", lambda state: {**state, "config": {
+        k: v for k, v in state["config"].items()
+        if k not in ("reward_weights", "distance_shaping", "ent_coef_end", "clip_value_loss")}},
+     ACCEPTED, ACCEPTED),
     ("config_num_devices_0", put("config", "num_devices", value=0), REFUSED, ACCEPTED),
     ("config_batch_not_divisible", put("config", "num_minibatches", value=5), REFUSED, ACCEPTED),
     ("config_num_devices_missing", put("config", "num_devices", value=REMOVE), ACCEPTED, ACCEPTED),
@@ -497,6 +527,17 @@ STATE_CHANGES = [
     ("network_hidden_dim_text", put("network", "hidden_dim", value="32"), REFUSED, REFUSED),
     ("network_hidden_dim_true", put("network", "hidden_dim", value=True), REFUSED, REFUSED),
     ("network_extra_field", put("network", "from_the_future", value=1), ACCEPTED, ACCEPTED),
+    # The architecture keys: the trainer wants them to agree with the config; the tools build
+    # what they say, which must fit the params.
+    ("network_torso_unknown", put("network", "torso", value="transformer"), REFUSED, REFUSED),
+    ("network_shared_true", put("network", "shared", value=True), REFUSED, REFUSED),
+    ("network_shared_text", put("network", "shared", value="no"), REFUSED, REFUSED),
+    ("network_torso_conv", put("network", "torso", value="conv"), REFUSED, REFUSED),
+    ("network_activation_relu", put("network", "activation", value="relu"), REFUSED, ACCEPTED),
+    # A record from before the other architectures: a shared MLP, which these params are not.
+    ("network_architecture_keys_missing", lambda state: {**state, "network": {
+        k: v for k, v in state["network"].items()
+        if k not in ("torso", "shared", "activation", "conv_channels")}}, REFUSED, REFUSED),
     ("network_and_params_of_another_architecture",
      lambda state: {**state, "network": ARCHITECTURE_16x3, "params": architecture_16x3()},
      REFUSED, ACCEPTED),
@@ -506,12 +547,18 @@ STATE_CHANGES = [
      REFUSED, REFUSED),
     ("params_critic_bias_missing", put("params", "params", "critic_value", "bias", value=REMOVE),
      REFUSED, REFUSED),
-    ("params_extra_leaf", put("params", "params", "torso_0", "scale", value=np.ones(32)),
+    ("params_extra_leaf", put("params", "params", "actor_torso_0", "scale", value=np.ones(32)),
      REFUSED, ACCEPTED),
     ("params_extra_layer",
-     put("params", "params", "torso_2", value={"kernel": np.ones((32, 32), np.float32),
-                                               "bias": np.ones(32, np.float32)}),
+     put("params", "params", "actor_torso_2", value={"kernel": np.ones((32, 32), np.float32),
+                                                     "bias": np.ones(32, np.float32)}),
      REFUSED, ACCEPTED),
+    # A layer name that is not text (a flipped byte made one once): jax cannot sort the keys.
+    ("params_a_tuple_key",
+     put("params", "params", ("actor_torso_0", 1), value={"kernel": np.ones((2, 2), np.float32)}),
+     REFUSED, REFUSED),
+    ("params_an_int_key", put("params", "params", 7, value=np.ones(2, np.float32)),
+     REFUSED, REFUSED),
     ("params_without_their_collection",
      lambda state: {**state, "params": state["params"]["params"]}, REFUSED, REFUSED),
     ("params_kernel_a_nested_list", edit(*KERNEL_0, make=lambda leaf: leaf.tolist()),
@@ -602,42 +649,91 @@ def structure_variants() -> list[Variant]:
                 ACCEPTED, ACCEPTED)]
 
 
-LAYERS = ("torso_0", "torso_1", "actor_logits", "critic_value")
+# The tiny run's layers: the trainer's default architecture, separate egocentric torsos (each
+# with its cell embedding).
+LAYERS = ("actor_cell_embed", "actor_torso_0", "actor_torso_1", "critic_cell_embed",
+          "critic_torso_0", "critic_torso_1", "actor_logits", "critic_value")
+NETWORK_KEYS = ("torso", "shared", "activation", "hidden_dim", "num_layers", "conv_channels",
+                "obs_dim", "num_actions")
+
+
+def params_only(change):
+    """`change` applied to the params/ arrays alone; the network/ entries kept as they are."""
+    def changed(arrays):
+        params = {k: v for k, v in arrays.items() if k.startswith("params/")}
+        return {**{k: v for k, v in arrays.items() if not k.startswith("params/")},
+                **change(params)}
+    return changed
 PARAMS_KEYS = [f"params/{layer}/{kind}" for layer in LAYERS for kind in ("kernel", "bias")]
 # (name, change of the arrays by key, the tools' outcome)
 ARRAY_CHANGES = [
     *[(f"npz_{key.replace('/', '_')}_missing", lambda arrays, key=key: {
         k: v for k, v in arrays.items() if k != key}, REFUSED) for key in PARAMS_KEYS],
-    ("npz_extra_array", lambda arrays: {**arrays, "params/torso_0/scale": np.ones(32)},
+    ("npz_extra_array", lambda arrays: {**arrays, "params/actor_torso_0/scale": np.ones(32)},
      ACCEPTED),
     ("npz_extra_collection", lambda arrays: {**arrays, "junk": np.ones(3)}, REFUSED),
     ("npz_a_key_inside_an_array",
-     lambda arrays: {**arrays, "params/torso_0/kernel/x": np.ones(3)}, REFUSED),
+     lambda arrays: {**arrays, "params/actor_torso_0/kernel/x": np.ones(3)}, REFUSED),
     ("npz_keys_without_collection",
-     lambda arrays: {k.split("/", 1)[1]: v for k, v in arrays.items()}, REFUSED),
+     lambda arrays: {(k.split("/", 1)[1] if k.startswith("params/") else k): v
+                     for k, v in arrays.items()}, REFUSED),
     ("npz_none", lambda arrays: {}, REFUSED),
     ("npz_of_another_architecture",
      lambda arrays: ckpt.flatten_params(architecture_16x3()), ACCEPTED),
+    # An unused third actor layer: the network record (2 layers) decides what is built.
     ("npz_a_third_layer", lambda arrays: {
-        **arrays, "params/torso_2/kernel": np.ones((32, 32), np.float32),
-        "params/torso_2/bias": np.ones(32, np.float32)}, ACCEPTED),
+        **arrays, "params/actor_torso_2/kernel": np.ones((32, 32), np.float32),
+        "params/actor_torso_2/bias": np.ones(32, np.float32)}, ACCEPTED),
     ("npz_for_1000_features",
-     lambda arrays: {**arrays, "params/torso_0/kernel": arrays["params/torso_0/kernel"][:1000]},
+     lambda arrays: {**arrays, "params/actor_torso_0/kernel":
+                     arrays["params/actor_torso_0/kernel"][:1000]},
      REFUSED),
     ("npz_for_27_actions", lambda arrays: {
         **arrays, "params/actor_logits/kernel": arrays["params/actor_logits/kernel"][:, :27],
         "params/actor_logits/bias": arrays["params/actor_logits/bias"][:27]}, REFUSED),
-    ("npz_kernel_a_vector", lambda arrays: {**arrays, "params/torso_0/kernel": np.ones(32)},
-     REFUSED),
-    ("npz_kernel_3d", lambda arrays: {**arrays, "params/torso_1/kernel": np.ones((32, 32, 1))},
-     REFUSED),
-    *[(f"npz_{dtype}", lambda arrays, dtype=dtype: {
-        k: v.astype(dtype) for k, v in arrays.items()}, outcome)
+    ("npz_kernel_a_vector",
+     lambda arrays: {**arrays, "params/actor_torso_0/kernel": np.ones(32)}, REFUSED),
+    ("npz_kernel_3d",
+     lambda arrays: {**arrays, "params/actor_torso_1/kernel": np.ones((32, 32, 1))}, REFUSED),
+    *[(f"npz_{dtype}", params_only(lambda arrays, dtype=dtype: {
+        k: v.astype(dtype) for k, v in arrays.items()}), outcome)
       for dtype, outcome in [("float64", ACCEPTED), ("float16", ACCEPTED), ("int32", REFUSED),
                              ("bool", REFUSED), ("complex64", REFUSED), ("str", REFUSED)]],
-    ("npz_with_nan", lambda arrays: {k: with_nan(v) for k, v in arrays.items()}, REFUSED),
-    ("npz_all_inf", lambda arrays: {k: np.full_like(v, np.inf) for k, v in arrays.items()},
+    ("npz_with_nan", params_only(lambda arrays: {k: with_nan(v) for k, v in arrays.items()}),
      REFUSED),
+    ("npz_all_inf", params_only(lambda arrays: {k: np.full_like(v, np.inf)
+                                                for k, v in arrays.items()}), REFUSED),
+    # The network/ entries (the architecture) and meta/ entries of a params file.
+    ("npz_network_entries_missing", lambda arrays: {
+        k: v for k, v in arrays.items() if not k.startswith("network/")}, ACCEPTED),
+    # Each missing entry is inferred from the params' names and shapes (the activation reads
+    # as tanh, which these are).
+    *[(f"npz_network_{key}_missing", lambda arrays, key=key: {
+        k: v for k, v in arrays.items() if k != f"network/{key}"}, ACCEPTED)
+      for key in NETWORK_KEYS],
+    ("npz_network_torso_unknown", lambda arrays: {
+        **arrays, "network/torso": np.asarray("transformer")}, REFUSED),
+    ("npz_network_torso_conv", lambda arrays: {**arrays, "network/torso": np.asarray("conv"),
+                                               "network/conv_channels": np.asarray(4)}, REFUSED),
+    ("npz_network_shared_true", lambda arrays: {**arrays, "network/shared": np.asarray(True)},
+     REFUSED),
+    ("npz_network_shared_text", lambda arrays: {**arrays, "network/shared": np.asarray("no")},
+     REFUSED),
+    ("npz_network_activation_relu", lambda arrays: {
+        **arrays, "network/activation": np.asarray("relu")}, ACCEPTED),
+    ("npz_network_activation_unknown", lambda arrays: {
+        **arrays, "network/activation": np.asarray("sigmoid")}, REFUSED),
+    ("npz_network_hidden_dim_64", lambda arrays: {
+        **arrays, "network/hidden_dim": np.asarray(64)}, REFUSED),
+    ("npz_network_num_actions_27", lambda arrays: {
+        **arrays, "network/num_actions": np.asarray(27)}, REFUSED),
+    ("npz_network_entry_an_array", lambda arrays: {
+        **arrays, "network/hidden_dim": np.ones(3)}, REFUSED),
+    ("npz_network_extra_entry", lambda arrays: {
+        **arrays, "network/from_the_future": np.asarray(1)}, ACCEPTED),
+    ("npz_meta_entries", lambda arrays: {
+        **arrays, "meta/update": np.asarray(6), "meta/mean_stage": np.asarray(1.5),
+        "meta/note": np.asarray("best")}, ACCEPTED),
 ]
 
 
@@ -761,6 +857,13 @@ def each(variants):
 def test_the_sweep_covers_every_key_of_a_checkpoint(original):
     assert set(SWEEP) == set(original.state)
     assert len({variant.name for variant in VARIANTS}) == len(VARIANTS)
+    # The params file's arrays are the ones ARRAY_CHANGES names: every layer's, and the
+    # architecture record, as the checkpoint's network record gives it.
+    assert {k for k in original.params if k.startswith("params/")} == set(PARAMS_KEYS)
+    assert {k[len("network/"):]: original.params[k].item() for k in original.params
+            if k.startswith("network/")} == original.state["network"]
+    assert set(original.state["network"]) == set(NETWORK_KEYS)
+    assert set(original.params) == set(PARAMS_KEYS) | {f"network/{k}" for k in NETWORK_KEYS}
 
 
 @pytest.mark.parametrize("variant", each(variant for variant in VARIANTS if variant.trainer))

@@ -48,8 +48,16 @@ def test_end_to_end_run_writes_checkpoint_params_metrics_and_summary(tmp_path, c
     # The CPU compile mode in effect is recorded and printed (hackmatrix/xla_options.py).
     assert (summary["backend"], summary["cpu_compile"]) == ("cpu", xla_options.cpu_compile_mode())
     params, network = ckpt.load_policy_params(run_dir)
-    assert network == {"hidden_dim": 32, "num_layers": 2, "obs_dim": 1545, "num_actions": 28}
+    # The default architecture (separate egocentric tanh torsos, 16 channels per cell), from
+    # the params file's own record.
+    assert network == {"hidden_dim": 32, "num_layers": 2, "obs_dim": 1545, "num_actions": 28,
+                       "torso": "ego", "shared": False, "activation": "tanh", "conv_channels": 16}
+    assert ckpt.load_policy_params(run_dir / "final_params.npz")[1] == network
     out = capsys.readouterr().out
+    # The default training reward is the potential-shaped one, named as not the rules' own.
+    assert ("[config] network=separate(ego16+2x32 tanh) ent_coef=0.01->0.01 "
+            "clip_value_loss=True reward=distance_shaping=potential (not the rules' reward; "
+            "evaluation reports the game's outcomes)") in out
     assert "batch_size=128 minibatch_size=32" in out and "auto_scaled=no" in out
     assert f"device=cpu cpu_compile={summary['cpu_compile']} " in out
     assert out.count("[train] update=") == 3
@@ -145,14 +153,15 @@ def _logged_record(**values) -> dict:
               "train/mean_episode_return": -1.25, "train/mean_episode_length": 43.5,
               "train/num_episodes": 12, "train/mean_reward": -0.0123, "train/pg_loss": 0.0456,
               "train/value_loss": 0.789, "train/entropy": 2.5, "train/approx_kl": 0.002,
-              "train/clip_fraction": 0.03, "stats/highest_stage": 3}
+              "train/clip_fraction": 0.03, "stats/highest_stage": 3,
+              "stats/mean_final_stage": 1.75}
     return {**record, **values}
 
 
 def test_the_train_line_names_each_value_by_its_own_key():
     line = cli.M.format_line(_logged_record(), 10, 3725.0)
     assert line == ("[train] update=7/10 timesteps=896 sps=1234 mean_episode_return=-1.25 "
-                    "mean_episode_length=43.5 num_episodes=12 mean_reward=-0.0123 "
+                    "mean_stage=1.75 mean_episode_length=43.5 num_episodes=12 mean_reward=-0.0123 "
                     "pg_loss=0.0456 value_loss=0.789 entropy=2.5 approx_kl=0.002 "
                     "clip_fraction=0.03 highest_stage=3 eta=1h02m05s")
     line = cli.M.format_line(_logged_record(**{"train/mean_episode_return": float("nan"),
@@ -262,7 +271,7 @@ def test_more_devices_than_jax_sees_names_the_count(tmp_path, capsys):
 @pytest.mark.parametrize("available, used", [(8, 8), (6, 4), (3, 2)])
 def test_an_accelerator_default_that_leaves_devices_idle_says_so(available, used):
     args = cli.build_parser().parse_args([])
-    config, _, explicit = cli._fresh_config(args, "gpu", available)
+    config, _, explicit = cli.fresh_config(args, "gpu", available)
     assert (config.num_envs, config.num_devices) == (2048, used)
     note = cli._idle_devices_note(config, explicit, "gpu", available)
     if used == available:
@@ -273,7 +282,7 @@ def test_an_accelerator_default_that_leaves_devices_idle_says_so(available, used
                         "steps an equal share of the envs and of every minibatch; --num-devices "
                         "sets the count)")
     explicit_args = cli.build_parser().parse_args(["--num-devices", "2"])
-    config, _, explicit = cli._fresh_config(explicit_args, "gpu", available)
+    config, _, explicit = cli.fresh_config(explicit_args, "gpu", available)
     assert cli._idle_devices_note(config, explicit, "gpu", available) is None
 
 
@@ -299,7 +308,12 @@ def test_help_lists_every_flag_the_issue_names(capsys):
                  "--seed", "--num-devices", "--checkpoint-dir", "--run-name", "--save-interval-minutes",
                  "--save-interval", "--keep-checkpoints", "--resume", "--keep-optimizer",
                  "--wandb", "--no-wandb", "--wandb-project", "--wandb-entity", "--wandb-mode",
-                 "--no-artifact", "--artifact", "--log-interval", "--verbose"):
+                 "--no-artifact", "--artifact", "--log-interval", "--verbose",
+                 # the architecture, schedule, reward and evaluation options
+                 "--lr-schedule", "--no-anneal-lr", "--ent-coef-end", "--clip-value-loss",
+                 "--no-clip-value-loss", "--torso", "--shared-torso", "--no-shared-torso",
+                 "--activation", "--conv-channels", "--reward-weights", "--distance-shaping",
+                 "--eval-interval", "--eval-episodes"):
         assert flag in options
 
 

@@ -136,7 +136,7 @@ def test_a_fresh_runs_default_device_count_and_minibatches_fit_together():
     # 768 envs on a 3-GPU box: auto-scaling for one device would pick 12 minibatches, which
     # split no 3-way share; chosen together, all 3 devices run 16 minibatches of 6,144.
     args = cli.build_parser().parse_args(["--num-envs", "768"])
-    config, scaled, _ = cli._fresh_config(args, "gpu", 3)
+    config, scaled, _ = cli.fresh_config(args, "gpu", 3)
     assert (config.num_devices, config.num_minibatches, config.update_epochs) == (3, 16, 2)
     assert scaled == {"num_minibatches": (4, 16), "update_epochs": (4, 2)}
     validate(config)

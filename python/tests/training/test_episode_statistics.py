@@ -46,7 +46,10 @@ RESUMED_FROM = 4
 FLAGS = ["--num-envs", str(NUM_ENVS), "--num-steps", str(NUM_STEPS), "--num-minibatches", "2",
          "--update-epochs", "1", "--hidden-dim", "8", "--num-layers", "1", "--log-interval",
          str(LOG_INTERVAL), "--save-interval", str(SAVE_INTERVAL), "--keep-checkpoints", "0",
-         "--total-timesteps", str(NUM_ENVS * RUN_STEPS), "--seed", "0", "--no-wandb"]
+         "--total-timesteps", str(NUM_ENVS * RUN_STEPS), "--seed", "0", "--no-wandb",
+         # ScriptedEnv's observation is not HackMatrix's board, and its rewards are its script's
+         # (no env params, so no reward options): the dense torso and the rules' reward.
+         "--torso", "mlp", "--distance-shaping", "rules"]
 
 # Episode lengths per env, in order; the last entry of each row outlasts the run. Env steps
 # 1-15 are the first log window, 16-30 the second, 31-45 the third, 46-55 the fourth; updates

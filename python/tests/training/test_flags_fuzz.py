@@ -79,21 +79,64 @@ CASE_TIME_LIMIT_S = 10
 # specs/training.md "Defaults" (the CPU column and "Shared"); the tests run on CPU.
 CPU_DEFAULTS = {
     "total_timesteps": 3_000_000, "num_envs": 256, "num_steps": 128, "num_minibatches": 4,
-    "update_epochs": 4, "lr": 1e-3, "anneal_lr": True, "gamma": 0.99, "gae_lambda": 0.95,
-    "clip_eps": 0.2, "ent_coef": 0.01, "vf_coef": 0.5, "max_grad_norm": 0.5, "hidden_dim": 256,
-    "num_layers": 2, "seed": 0, "log_interval": 1, "num_devices": 1}
+    "update_epochs": 4, "lr": 1e-3, "lr_schedule": "linear", "gamma": 0.99, "gae_lambda": 0.95,
+    "clip_eps": 0.2, "ent_coef": 0.01, "ent_coef_end": 0.01, "vf_coef": 0.5,
+    "clip_value_loss": True, "max_grad_norm": 0.5, "torso": "ego", "shared_torso": False,
+    "activation": "tanh", "hidden_dim": 256, "num_layers": 2, "conv_channels": 16,
+    "reward_weights": "", "distance_shaping": "potential", "seed": 0, "log_interval": 1,
+    "num_devices": 1}
+# The fields of a checkpoint written before the network, schedule and reward options, and what
+# --help says such a run trained with ("legacy" values: a shared tanh MLP, the rules' reward,
+# a learning rate annealed linearly or held constant by its anneal_lr, a constant entropy
+# coefficient). num_devices came later still: absent, the run had one device. Such a config's
+# conv_channels (which an MLP does not use) is today's default.
+OLD_FIELDS = ("total_timesteps", "num_envs", "num_steps", "num_minibatches", "update_epochs", "lr",
+              "anneal_lr", "gamma", "gae_lambda", "clip_eps", "ent_coef", "vf_coef",
+              "max_grad_norm", "hidden_dim", "num_layers", "seed", "log_interval", "num_devices")
+
+
+def legacy_filled(stored: dict) -> dict:
+    """The config a checkpoint's stored config stands for."""
+    if "lr_schedule" in stored:
+        return {**CPU_DEFAULTS, **stored}
+    filled = {**CPU_DEFAULTS, "num_devices": 1, "ent_coef_end": stored["ent_coef"],
+              "clip_value_loss": True, "torso": "mlp", "shared_torso": True,
+              "activation": "tanh", "reward_weights": "", "distance_shaping": "rules",
+              "lr_schedule": "linear" if stored["anneal_lr"] else "constant"}
+    return {**filled, **{k: v for k, v in stored.items() if k != "anneal_lr"}}
+
+
 # --help and specs/training.md "Resume": the run options that are not config.
 OPTION_DEFAULTS = {"save_interval_minutes": 10.0, "save_interval": None, "keep_checkpoints": 5,
                    "wandb": True, "wandb_mode": None, "wandb_project": "hackmatrix",
-                   "wandb_entity": None, "no_artifact": False}
+                   "wandb_entity": None, "no_artifact": False, "eval_interval": 0,
+                   "eval_episodes": 256}
+MAX_EVAL_EPISODES = 65_536  # --help
 # What a session is, besides its config and options.
 SESSION_DESTS = {"help", "checkpoint_dir", "run_name", "resume", "keep_optimizer", "verbose"}
+# Flags that spell a config field another way: --[no-]anneal-lr is --lr-schedule linear|constant.
+ALIAS_DESTS = {"anneal_lr"}
 # The validation paragraph of specs/training.md.
 COUNTS = ("total_timesteps", "num_envs", "num_steps", "num_minibatches", "update_epochs",
-          "hidden_dim", "num_layers", "log_interval", "num_devices")
+          "hidden_dim", "num_layers", "log_interval", "num_devices", "conv_channels")
 UNIT_INTERVAL = ("gamma", "gae_lambda")
-FINITE_NON_NEGATIVE = ("lr", "ent_coef", "vf_coef")
+FINITE_NON_NEGATIVE = ("lr", "ent_coef", "ent_coef_end", "vf_coef")
 FINITE_POSITIVE = ("clip_eps", "max_grad_norm")
+# Fields whose every value the parser checks (choices, switches) or that have rules of their own.
+CHOSEN = ("lr_schedule", "clip_value_loss", "torso", "shared_torso", "activation",
+          "distance_shaping")
+# --help's {a,b,...} metavars: values that the parser takes as text and validation checks (exit
+# 3, the message naming the option: the flag, or the reward options' own words).
+LISTED_VALUES = {"torso": (("mlp", "conv", "ego"), "--torso"),
+                 "activation": (("tanh", "relu", "gelu", "silu"), "--activation"),
+                 "distance_shaping": (("rules", "potential", "none"), "distance shaping")}
+# --help: "kept by a resume" (a resume that gives another value is an architecture mismatch).
+ARCHITECTURE = ("torso", "shared_torso", "activation", "hidden_dim", "num_layers",
+                "conv_channels")
+# game/reward_options.py's docstring and --help: the components a weight list may name.
+REWARD_COMPONENTS = ("step_penalty", "stage", "score", "kills", "dataSiphon", "distance",
+                     "victory", "death", "resourceGain", "resourceHolding", "damagePenalty",
+                     "hpRecovery", "siphonQuality", "programWaste", "siphonDeathPenalty")
 MAX_SEED = 2**32 - 1
 # specs/training.md "Auto-scaling".
 REFERENCE_BATCH, TARGET_MINIBATCH, TARGET_GRADIENT_STEPS = 32_768, 8192, 32
@@ -194,8 +237,26 @@ RUN_SHAPES = [
 STRAY = [["--bogus"], ["--num_envs", "8"], ["--Num-Envs", "8"], ["-x"]]
 
 
+WEIGHT_TEXTS = (["", "kills=2", "score=0.5,kills=0", "distance=0", " stage = 1e-3 , victory=0 ,",
+                 "siphonDeathPenalty=-1"],
+                ["kills", "bogus=1", "Kills=1", "=1", "kills=x", "kills=", "kills=inf",
+                 "kills=nan", "kills=1e400", "kills=1,kills=2", "distance=2", ",", " ", "-dash",
+                 "kills=1_0"])
+
+
+def listed_values(action: argparse.Action) -> list[str] | None:
+    """The values a `{a,b,...}` metavar lists, or None."""
+    match = re.fullmatch(r"\{([^{}]+)\}", action.metavar or "")
+    return match.group(1).split(",") if match else None
+
+
 def text_pools(action: argparse.Action) -> tuple[list[str], list[str]]:
     """(valid-looking texts, odd ones) for a flag that takes a value."""
+    if action.dest == "reward_weights":
+        return WEIGHT_TEXTS
+    listed = listed_values(action)
+    if listed is not None:
+        return listed, BAD_CHOICES + [listed[0].upper(), f" {listed[0]} ", "run_a", "line\nbreak"]
     if action.choices is not None:
         return list(action.choices), BAD_CHOICES
     if action.type is None:
@@ -336,10 +397,27 @@ class SavedRun:
     directory: str
     saved_name: str  # the run name in the checkpoint (another: the directory is a copy)
     update: int
-    config: dict
+    stored_config: dict  # as the checkpoint holds it (an old one lacks the newer fields)
     explicit_config: tuple[str, ...]
     run_options: dict | None  # None: saved before run options were kept
     mtime_ns: int
+
+    @property
+    def config(self) -> dict:
+        """The config the run trained with."""
+        return legacy_filled(self.stored_config)
+
+    @property
+    def network(self) -> dict:
+        """The checkpoint's network record, without the env's sizes; an old one has sizes only."""
+        config = self.stored_config
+        if "lr_schedule" not in config:
+            return {"hidden_dim": config["hidden_dim"], "num_layers": config["num_layers"]}
+        return {"torso": config["torso"], "shared": config["shared_torso"],
+                "activation": config["activation"], "hidden_dim": config["hidden_dim"],
+                "num_layers": config["num_layers"],
+                # The grid torsos' channels (conv and ego); an MLP has none.
+                "conv_channels": config["conv_channels"] if config["torso"] != "mlp" else 0}
 
     @property
     def timesteps(self) -> int:
@@ -353,15 +431,20 @@ class SavedRun:
 SAVED_RUNS = (
     SavedRun("run_a", "run_a", 2,
              {**CPU_DEFAULTS, "num_envs": 8, "num_steps": 16, "total_timesteps": 768,
-              "hidden_dim": 32, "log_interval": 2, "seed": 1},
+              "hidden_dim": 32, "log_interval": 2, "seed": 1, "lr_schedule": "cosine",
+              "ent_coef": 0.02, "ent_coef_end": 0.005, "reward_weights": "kills=2",
+              "distance_shaping": "potential"},
              ("hidden_dim", "log_interval", "num_envs", "num_steps", "seed", "total_timesteps"),
              {**OPTION_DEFAULTS, "save_interval": 2, "keep_checkpoints": 3, "wandb": False,
               "wandb_project": "fuzz", "no_artifact": True},
              1_700_000_000 * 10**9),
+    # Written before the network, schedule and reward options: a shared tanh MLP with a
+    # constant learning rate (anneal_lr false).
     SavedRun("run_b", "run_b_before_a_copy", 4,
-             {**CPU_DEFAULTS, "num_envs": 16, "num_steps": 8, "total_timesteps": 1280,
-              "hidden_dim": 64, "num_layers": 1, "num_minibatches": 2, "update_epochs": 1,
-              "num_devices": 2, "seed": 7},
+             {**{k: v for k, v in CPU_DEFAULTS.items() if k in OLD_FIELDS}, "anneal_lr": False,
+              "num_envs": 16, "num_steps": 8, "total_timesteps": 1280, "hidden_dim": 64,
+              "num_layers": 1, "num_minibatches": 2, "update_epochs": 1, "num_devices": 2,
+              "seed": 7},
              ("num_devices", "num_envs", "num_minibatches", "num_steps"), None,
              1_700_000_100 * 10**9),
 )
@@ -371,9 +454,9 @@ PLACEHOLDER_PARAMS = {"params": {"torso_0": {"kernel": np.zeros((1, 1), np.float
 
 def checkpoint_state(run: SavedRun, obs_dim: int, num_actions: int) -> dict:
     state = {
-        "format_version": ckpt.FORMAT_VERSION, "run_name": run.saved_name, "config": run.config,
-        "network": {"hidden_dim": run.config["hidden_dim"], "num_layers":
-                    run.config["num_layers"], "obs_dim": obs_dim, "num_actions": num_actions},
+        "format_version": ckpt.FORMAT_VERSION, "run_name": run.saved_name,
+        "config": run.stored_config,
+        "network": {**run.network, "obs_dim": obs_dim, "num_actions": num_actions},
         "params": PLACEHOLDER_PARAMS, "opt_state": [], "rng": np.zeros(2, np.uint32),
         "env_state": [], "env_obs": [], "episode_return": np.zeros(1, np.float32),
         "episode_length": np.zeros(1, np.int32), "update": run.update,
@@ -561,7 +644,34 @@ def config_problems(config: dict, available: int) -> list[tuple[int, str]]:
                  if not 0 < config[name] <= FLOAT32_MAX]
     if not 0 <= config["seed"] <= MAX_SEED:
         problems.append((3, "--seed"))
+    problems += [(3, named) for name, (values, named) in LISTED_VALUES.items()
+                 if config[name] not in values]
+    if config["distance_shaping"] in LISTED_VALUES["distance_shaping"][0]:
+        problems += reward_problems(config["reward_weights"], config["distance_shaping"])
     return problems
+
+
+def reward_problems(weights: str, shaping: str) -> list[tuple[int, str]]:
+    """--help and game/reward_options.py: comma-separated NAME=VALUE items (blank ones skipped),
+    each NAME a reward component given once, each VALUE a finite number; a distance shaping
+    other than the rules' replaces the distance component, which must not be weighted then."""
+    named = set()
+    for item in (part.strip() for part in weights.split(",")):
+        if not item:
+            continue
+        name, equals, value = item.partition("=")
+        if not equals or name.strip() not in REWARD_COMPONENTS:
+            return [(3, "reward weight")]
+        try:
+            number = float(value)
+        except ValueError:
+            return [(3, "reward weight")]
+        if not math.isfinite(number) or name.strip() in named:
+            return [(3, "reward weight")]
+        named.add(name.strip())
+    if shaping != "rules" and "distance" in named:
+        return [(3, "replaces the 'distance' component")]
+    return []
 
 
 def run_options(given: dict, saved: SavedRun | None) -> dict:
@@ -586,6 +696,10 @@ def option_problems(options: dict) -> list[tuple[int, str]]:
         problems.append((3, "--keep-checkpoints"))
     if interval is not None and interval < 1:
         problems.append((3, "--save-interval"))
+    if options["eval_interval"] < 0:
+        problems.append((3, "--eval-interval"))
+    if not 1 <= options["eval_episodes"] <= MAX_EVAL_EPISODES:
+        problems.append((3, "--eval-episodes"))
     return problems
 
 
@@ -618,6 +732,15 @@ def expect_parsed(given: dict, ws: Path, available: int) -> Expected:
     checkpoint_dir, run_name = given.get("checkpoint_dir", "checkpoints"), given.get("run_name")
     explicit = {name: given[name] for name in CPU_DEFAULTS if name in given}
     problems, saved = [], None
+    # --help: --anneal-lr is --lr-schedule linear, --no-anneal-lr constant; one that contradicts
+    # a --lr-schedule given with it is a bad argument. A lone --ent-coef is constant.
+    if "anneal_lr" in given:
+        schedule = "linear" if given["anneal_lr"] else "constant"
+        if "lr_schedule" in explicit and (explicit["lr_schedule"] == "constant") == given["anneal_lr"]:
+            problems.append((3, "contradicts --lr-schedule"))
+        explicit.setdefault("lr_schedule", schedule)
+    if "ent_coef" in explicit:
+        explicit.setdefault("ent_coef_end", explicit["ent_coef"])
     if run_name is not None and (run_name in ("", ".", "..") or "/" in run_name):
         problems.append((3, "--run-name"))
     if checkpoint_dir == "":
@@ -637,7 +760,7 @@ def expect_parsed(given: dict, ws: Path, available: int) -> Expected:
             problems.append((3, "--run-name"))
         explicit.pop("seed", None)  # ignored on resume, with a warning
         if any(explicit.get(name, saved.config[name]) != saved.config[name]
-               for name in ("hidden_dim", "num_layers")):
+               for name in ARCHITECTURE):
             problems.append((6, "architecture"))
         config = resumed_config(saved, explicit, available)
     else:
@@ -812,15 +935,19 @@ def test_every_flag_is_kebab_case_documented_and_known_to_the_oracle(capsys):
     help_text = capsys.readouterr().out
     config_fields = {field.name for field in dataclasses.fields(TrainConfig)}
     assert set(CPU_DEFAULTS) == config_fields
-    assert set(COUNTS + UNIT_INTERVAL + FINITE_NON_NEGATIVE + FINITE_POSITIVE) | {
-        "seed", "anneal_lr"} == config_fields
+    assert set(COUNTS + UNIT_INTERVAL + FINITE_NON_NEGATIVE + FINITE_POSITIVE + CHOSEN) | {
+        "seed", "reward_weights"} == config_fields
+    assert set(ARCHITECTURE) <= config_fields and set(OLD_FIELDS) - config_fields == ALIAS_DESTS
     for flag in parser_flags():
         assert re.fullmatch(r"--[a-z0-9]+(-[a-z0-9]+)*|-h", flag.option), flag.option
         assert re.search(rf"(?<![\w-]){re.escape(flag.option)}(?![\w-])", help_text), flag.option
         assert flag.action.help, flag.option
-        assert flag.dest in config_fields | set(OPTION_DEFAULTS) | SESSION_DESTS, flag.dest
+        assert flag.dest in (config_fields | set(OPTION_DEFAULTS) | SESSION_DESTS
+                             | ALIAS_DESTS), flag.dest
         if flag.takes_value and flag.action.type is not None:
             assert flag.action.type.__name__ in READERS, flag.option
+        if listed_values(flag.action) is not None:
+            assert tuple(listed_values(flag.action)) == LISTED_VALUES[flag.dest][0], flag.option
 
 
 def breaches_and_tally(cases: list[list[Group]], template: Path, root: Path, available: int):

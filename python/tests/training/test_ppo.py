@@ -57,9 +57,12 @@ def _shapes(tree):
 
 def test_init_shapes_are_those_of_init_with_and_without_the_envs_reset_shapes():
     # The CLI lowers the update chunk against init_shapes before init itself is traced.
-    config = TrainConfig(num_envs=8, num_steps=16, num_minibatches=4, hidden_dim=32, num_layers=2)
     key = jax.random.PRNGKey(0)
-    for env in (HackMatrixEnv(), CountingEnv()):  # CountingEnv has no reset_shapes
+    # CountingEnv has no reset_shapes, and no board: the default (egocentric) torso on the game,
+    # the dense one on it.
+    for env, torso in ((HackMatrixEnv(), "ego"), (CountingEnv(), "mlp")):
+        config = TrainConfig(num_envs=8, num_steps=16, num_minibatches=4, hidden_dim=32,
+                             num_layers=2, torso=torso)
         trainer = make_trainer(config, env, getattr(env, "default_params", None))
         assert _shapes(trainer.init_shapes(key)) == _shapes(jax.eval_shape(trainer.init, key))
 
@@ -68,7 +71,7 @@ class CountingEnv:
     """A deterministic env: each env counts up from a start drawn from its reset key and ends its
     episode at 5. The observation, the valid actions (two or three of four) and the reward
     follow the count and the action, so the data depends on the keys only through the actions
-    taken."""
+    taken. Its 4 features are no HackMatrix board: configs for it take `torso="mlp"`."""
     observation_size = 4
     num_actions = 4
     MASKS = ((True, True, False, True), (False, True, True, True), (False, False, True, True),
@@ -107,7 +110,7 @@ def test_two_devices_learn_what_one_device_learns_from_the_same_data(monkeypatch
     for num_devices in (1, 2):
         config = TrainConfig(total_timesteps=10**6, num_envs=8, num_steps=10, num_minibatches=1,
                              update_epochs=2, hidden_dim=16, num_layers=1, log_interval=3,
-                             lr=3e-3, num_devices=num_devices)
+                             lr=3e-3, num_devices=num_devices, torso="mlp")
         trainer = make_trainer(config, env, None)
         runner = jax.jit(trainer.init, out_shardings=trainer.runner_sharding)(jax.random.PRNGKey(0))
         runner, metrics = trainer.run_chunk(runner, jnp.int32(3), make_schedule(config))
@@ -138,7 +141,8 @@ def test_update_composes_into_a_vmapped_train_over_seeds_as_purejaxrl_does():
     # a single run of that seed takes (the rewards depend on them) and ends with its params, up
     # to the last bits of float sums.
     config = TrainConfig(total_timesteps=10**6, num_envs=8, num_steps=10, num_minibatches=2,
-                         update_epochs=2, hidden_dim=16, num_layers=1, log_interval=3, lr=3e-3)
+                         update_epochs=2, hidden_dim=16, num_layers=1, log_interval=3, lr=3e-3,
+                         torso="mlp")
     trainer = make_trainer(config, CountingEnv(), None)
     schedule = make_schedule(config)
 
@@ -163,14 +167,14 @@ def test_update_composes_into_a_vmapped_train_over_seeds_as_purejaxrl_does():
 
 
 def test_make_trainer_refuses_an_invalid_config_before_tracing():
-    config = TrainConfig(num_envs=8, num_steps=10, num_minibatches=3, hidden_dim=16)
+    config = TrainConfig(num_envs=8, num_steps=10, num_minibatches=3, hidden_dim=16, torso="mlp")
     with pytest.raises(ConfigError, match="num_minibatches"):
         make_trainer(config, CountingEnv(), None)
 
 
 def test_update_says_it_runs_on_one_device():
     config = TrainConfig(num_envs=8, num_steps=10, num_minibatches=1, hidden_dim=16,
-                         num_devices=2)
+                         num_devices=2, torso="mlp")
     trainer = make_trainer(config, CountingEnv(), None)
     with pytest.raises(ValueError, match="Trainer.update runs on one device; with num_devices=2"):
         trainer.update(None, make_schedule(config))

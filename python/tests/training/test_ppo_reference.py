@@ -6,17 +6,22 @@ parameters before the update, the actions the trainer sampled (read from the env
 afterwards) and the shuffle permutations (drawn from the carried key as the trainer draws them;
 the key it ends with must be the trainer's). It replays the rollout through the env and redoes
 the update by the book in its own code: stored log-probs and values from its own MLP forward pass
-and masked log-softmax, GAE, each epoch's minibatches as slices of that epoch's permutation of
+(one torso shared by both heads, or an actor and a critic torso) and masked log-softmax, GAE, each epoch's minibatches as slices of that epoch's permutation of
 the env-major flat batch (row = env * num_steps + step), per-minibatch advantage normalisation,
-the clipped surrogate, the clipped value loss and the masked entropy bonus (differentiated with
-jax.grad), global-norm clipping and Adam (eps 1e-5) in float64 NumPy, at the learning rate
-annealed from the timesteps done before the update. The new parameters and every loss metric
+the clipped surrogate, the clipped (or, switched off, plain) value loss and the masked entropy
+bonus at its scheduled coefficient (differentiated with jax.grad), global-norm clipping and Adam
+(eps 1e-5) in float64 NumPy, at the learning rate annealed (linearly or on a cosine) from the
+timesteps done before the update. Two variants: the legacy shared tanh torso with a constant
+entropy coefficient and the clipped value loss; separate relu torsos with an annealed entropy
+coefficient, a cosine learning rate and no value clip. The new parameters and every loss metric
 (means over all minibatches of all epochs, grad_norm before clipping) must match. In this
 update each clip decides for some samples (or minibatches) and not for others (checked), so
 dropping or misplacing one shows.
 """
 
 from typing import NamedTuple
+
+import math
 
 import jax
 import jax.numpy as jnp
@@ -30,12 +35,34 @@ from hackmatrix.training.ppo import make_schedule, make_trainer
 
 # A large lr and a small clip_eps and max_grad_norm, so that within 2 x 2 Adam steps the ratio
 # clip, the value clip and the gradient clip all bind for some samples or minibatches.
+# CONFIG's rollout and batch shapes are every variant's.
 CONFIG = TrainConfig(total_timesteps=4 * 32, num_envs=4, num_steps=8, num_minibatches=2,
                      update_epochs=2, lr=0.03, gamma=0.9, gae_lambda=0.8, clip_eps=0.1,
-                     ent_coef=0.05, vf_coef=0.5, max_grad_norm=0.4, hidden_dim=8, num_layers=2,
-                     log_interval=1)
-# The update is the run's third: its learning rate is lr * (1 - 64/128), not lr * (1 - 96/128).
-TIMESTEPS_BEFORE = 2 * CONFIG.batch_size
+                     ent_coef=0.05, ent_coef_end=0.05, vf_coef=0.5, max_grad_norm=0.4,
+                     hidden_dim=8, num_layers=2, log_interval=1, torso="mlp", shared_torso=True,
+                     lr_schedule="linear", clip_value_loss=True, activation="tanh")
+
+
+class Variant(NamedTuple):
+    config: TrainConfig
+    timesteps_before: int  # the schedule's timesteps when the update starts
+    activation: object     # the reference's own activation
+    lr: float              # the learning rate at timesteps_before, by hand
+    ent_coef: float        # the entropy coefficient at timesteps_before, by hand
+
+
+VARIANTS = {
+    # The update is the run's third: its learning rate is lr * (1 - 64/128), not lr * (1 - 96/128).
+    "shared_tanh": Variant(CONFIG, 2 * CONFIG.batch_size, np.tanh, 0.03 * (1.0 - 0.5), 0.05),
+    # The run's second update (progress 1/4): the cosine's lr * (1 + cos(pi/4)) / 2, not the
+    # linear lr * 3/4, and the coefficient a quarter of the way from 0.05 to 0.01.
+    "separate_relu": Variant(
+        CONFIG.__class__(**{**CONFIG.to_dict(), "shared_torso": False, "activation": "relu",
+                            "lr_schedule": "cosine", "ent_coef_end": 0.01,
+                            "clip_value_loss": False}),
+        CONFIG.batch_size, lambda x: np.maximum(x, 0.0),
+        0.03 * 0.5 * (1.0 + math.cos(math.pi * 0.25)), 0.05 + (0.01 - 0.05) * 0.25),
+}
 ADAM_B1, ADAM_B2, ADAM_EPS = 0.9, 0.999, 1e-5
 LOSS_METRICS = ("pg_loss", "value_loss", "entropy", "approx_kl", "clip_fraction", "total_loss",
                 "grad_norm")
@@ -96,14 +123,19 @@ def env():
     return RecordingEnv(CONFIG.num_steps)
 
 
+@pytest.fixture(scope="module", params=sorted(VARIANTS))
+def variant(request):
+    return VARIANTS[request.param]
+
+
 @pytest.fixture(scope="module")
-def trainer_update(env):
+def trainer_update(env, variant):
     """(runner before, runner after, metrics) of the trainer's one update."""
-    trainer = make_trainer(CONFIG, env, None)
+    trainer = make_trainer(variant.config, env, None)
     before = jax.jit(trainer.init)(jax.random.PRNGKey(7))
     before = before._replace(train=before.train._replace(
-        schedule_timesteps=jnp.float32(TIMESTEPS_BEFORE)))
-    after, metrics = trainer.run_chunk(before, jnp.int32(1), make_schedule(CONFIG))
+        schedule_timesteps=jnp.float32(variant.timesteps_before)))
+    after, metrics = trainer.run_chunk(before, jnp.int32(1), make_schedule(variant.config))
     return before, after, jax.tree.map(lambda m: np.asarray(m[0]), metrics)
 
 
@@ -132,14 +164,25 @@ def shuffle_permutations(rng):
     return permutations, rng
 
 
-def forward(params, features):
-    """The actor-critic MLP: tanh torso layers, then the logits and the value heads."""
+def forward(variant, params, features):
+    """The actor-critic MLP: torso layers (one torso `torso_i`, or `actor_torso_i` and
+    `critic_torso_i`), then the logits and the value heads."""
     layers = params["params"]
-    x = features
-    for layer in range(CONFIG.num_layers):
-        x = jnp.tanh(x @ layers[f"torso_{layer}"]["kernel"] + layers[f"torso_{layer}"]["bias"])
-    logits = x @ layers["actor_logits"]["kernel"] + layers["actor_logits"]["bias"]
-    value = x @ layers["critic_value"]["kernel"][:, 0] + layers["critic_value"]["bias"][0]
+    activation = jnp.tanh if variant.activation is np.tanh else jax.nn.relu
+
+    def torso(prefix):
+        x = features
+        for layer in range(CONFIG.num_layers):
+            name = f"{prefix}torso_{layer}"
+            x = activation(x @ layers[name]["kernel"] + layers[name]["bias"])
+        return x
+
+    if variant.config.shared_torso:
+        actor = critic = torso("")
+    else:
+        actor, critic = torso("actor_"), torso("critic_")
+    logits = actor @ layers["actor_logits"]["kernel"] + layers["actor_logits"]["bias"]
+    value = critic @ layers["critic_value"]["kernel"][:, 0] + layers["critic_value"]["bias"][0]
     return logits, value
 
 
@@ -152,12 +195,12 @@ def masked_log_softmax(logits, masks):
     return shifted - jnp.log(jnp.sum(valid_exp, axis=-1, keepdims=True))
 
 
-def ppo_loss(params, minibatch):
+def ppo_loss(variant, params, minibatch):
     """PPO's loss on one minibatch (CleanRL's form); aux: the diagnostics, and for each clip the
     samples whose loss term it decided (zero gradient)."""
     features, masks, actions, old_log_probs, old_values, advantages, targets = minibatch
     eps = CONFIG.clip_eps
-    logits, values = forward(params, features)
+    logits, values = forward(variant, params, features)
     log_probs = masked_log_softmax(logits, masks)
     log_ratio = jnp.take_along_axis(log_probs, actions[:, None], axis=-1)[:, 0] - old_log_probs
     ratio = jnp.exp(log_ratio)
@@ -167,9 +210,12 @@ def ppo_loss(params, minibatch):
     value_error = jnp.square(values - targets)
     clipped_values = old_values + jnp.clip(values - old_values, -eps, eps)
     clipped_value_error = jnp.square(clipped_values - targets)
-    value_loss = 0.5 * jnp.mean(jnp.maximum(value_error, clipped_value_error))
+    if variant.config.clip_value_loss:
+        value_loss = 0.5 * jnp.mean(jnp.maximum(value_error, clipped_value_error))
+    else:
+        value_loss = 0.5 * jnp.mean(value_error)
     entropy = jnp.mean(-jnp.sum(jnp.where(masks, jnp.exp(log_probs) * log_probs, 0.0), axis=-1))
-    total_loss = pg_loss + CONFIG.vf_coef * value_loss - CONFIG.ent_coef * entropy
+    total_loss = pg_loss + CONFIG.vf_coef * value_loss - variant.ent_coef * entropy
     diagnostics = {"pg_loss": pg_loss, "value_loss": value_loss, "entropy": entropy,
                    "approx_kl": jnp.mean((ratio - 1.0) - log_ratio),
                    "clip_fraction": jnp.mean(jnp.abs(ratio - 1.0) > eps),
@@ -192,20 +238,20 @@ def gae(values, rewards, dones, last_value):
     return advantages, advantages + values
 
 
-def reference_update(params, rollout, last_features, permutations):
+def reference_update(variant, params, rollout, last_features, permutations):
     """(new params, metrics, grad norms, clip decisions): see `Reference`."""
-    logits, values = forward(params, jnp.asarray(rollout.features))
+    logits, values = forward(variant, params, jnp.asarray(rollout.features))
     log_probs = np.take_along_axis(np.asarray(masked_log_softmax(logits, rollout.masks)),
                                    rollout.actions[..., None], axis=-1)[..., 0]
     values = np.asarray(values, np.float64)
-    last_value = np.asarray(forward(params, jnp.asarray(last_features))[1], np.float64)
+    last_value = np.asarray(forward(variant, params, jnp.asarray(last_features))[1], np.float64)
     advantages, targets = gae(values, rollout.rewards.astype(np.float64),
                               rollout.dones.astype(np.float64), last_value)
     flat = [x.reshape((CONFIG.batch_size,) + x.shape[2:]) for x in
             (rollout.features, rollout.masks, rollout.actions, log_probs, values, advantages,
              targets)]
-    lr = CONFIG.lr * (1.0 - TIMESTEPS_BEFORE / CONFIG.total_timesteps)
-    grad_fn = jax.jit(jax.grad(ppo_loss, has_aux=True))
+    lr = variant.lr
+    grad_fn = jax.jit(jax.grad(lambda p, m: ppo_loss(variant, p, m), has_aux=True))
 
     leaves, treedef = jax.tree.flatten(params)
     leaves = [np.asarray(leaf, np.float64) for leaf in leaves]
@@ -243,6 +289,7 @@ def reference_update(params, rollout, last_features, permutations):
         clip_decisions.append(step_clip_decisions)
     metrics = {name: np.mean([float(d[name]) for d in diagnostics]) for name in LOSS_METRICS}
     metrics["learning_rate"] = lr
+    metrics["ent_coef"] = variant.ent_coef
     return jax.tree.unflatten(treedef, leaves), metrics, grad_norms, clip_decisions
 
 
@@ -258,13 +305,21 @@ class Reference(NamedTuple):
 
 
 @pytest.fixture(scope="module")
-def reference(env, trainer_update):
+def reference(env, variant, trainer_update):
     before, after, _ = trainer_update
     actions = np.asarray(after.envs.env_state.actions)
     rollout, last_obs, last_state = replay(env, before, actions)
     permutations, rng = shuffle_permutations(before.rng)
     return Reference(rollout, last_obs, last_state, rng, *reference_update(
-        before.train.params, rollout, last_obs.features, permutations))
+        variant, before.train.params, rollout, last_obs.features, permutations))
+
+
+def test_the_variants_params_are_named_for_their_torsos(variant, trainer_update):
+    before, _, _ = trainer_update
+    prefixes = [""] if variant.config.shared_torso else ["actor_", "critic_"]
+    assert set(before.train.params["params"]) == {
+        *(f"{prefix}torso_{i}" for prefix in prefixes for i in range(CONFIG.num_layers)),
+        "actor_logits", "critic_value"}
 
 
 def test_the_replayed_rollout_is_the_one_the_trainer_collected(trainer_update, reference):
@@ -277,15 +332,17 @@ def test_the_replayed_rollout_is_the_one_the_trainer_collected(trainer_update, r
     assert set(np.unique(reference.rollout.actions)) == {0, 1, 2, 3}
 
 
-def test_each_clip_decides_for_some_samples_and_not_for_others(reference):
+def test_each_clip_decides_for_some_samples_and_not_for_others(variant, reference):
     samples = CONFIG.update_epochs * CONFIG.batch_size
+    # Without the value clip its decisions are still counted (they would have decided): the
+    # variant shows that the trainer ignores them.
     for clip in ("ratio_clip", "value_clip"):
         decided = sum(int(decisions[clip]) for decisions in reference.clip_decisions)
         assert 0 < decided < samples, clip
     assert min(reference.grad_norms) < CONFIG.max_grad_norm < max(reference.grad_norms)
 
 
-def test_new_params_match_the_reference(trainer_update, reference):
+def test_new_params_match_the_reference(variant, trainer_update, reference):
     # The reference differs from the trainer only in rounding (float32 gradients summed in
     # another order, float64 Adam): measured, the parameters agree to 8e-8, while each leaf
     # moved by more than 0.02 and each change to the update's formulas tried moved some
@@ -296,7 +353,7 @@ def test_new_params_match_the_reference(trainer_update, reference):
     largest_moves = jax.tree.map(lambda new, old: np.max(np.abs(new - old)), after.train.params,
                                  before.train.params)
     assert min(jax.tree.leaves(largest_moves)) > 0.02
-    assert after.train.schedule_timesteps == TIMESTEPS_BEFORE + CONFIG.batch_size
+    assert after.train.schedule_timesteps == variant.timesteps_before + CONFIG.batch_size
 
 
 def test_metrics_match_the_reference(trainer_update, reference):
@@ -305,6 +362,6 @@ def test_metrics_match_the_reference(trainer_update, reference):
     # numbers), which lose relative precision in float32; measured, no metric is off by more
     # than 5e-8 absolute or 3e-6 relative.
     _, _, metrics = trainer_update
-    for name in LOSS_METRICS + ("learning_rate",):
+    for name in LOSS_METRICS + ("learning_rate", "ent_coef"):
         np.testing.assert_allclose(metrics[name], reference.metrics[name], rtol=1e-5, atol=1e-6,
                                    err_msg=name)

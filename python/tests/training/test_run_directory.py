@@ -223,7 +223,8 @@ def test_resuming_the_newest_checkpoint_drops_the_copy_of_its_params_in_final_pa
     assert statuses_while_training == [("running", UPDATES)]
     assert json.loads((run_copy / "summary.json").read_text())["status"] == "completed"
     out = capsys.readouterr().out
-    assert "[resume] total_timesteps 768 -> 1024: the learning rate now anneals to 0 at 1024" in out
+    assert ("[resume] total_timesteps 768 -> 1024: the learning rate now anneals (linear) to 0 "
+            "at 1024") in out
     assert not (run_copy / ckpt.SET_ASIDE_DIR).exists()
     assert [update for update, _ in ckpt.list_checkpoints(run_copy)] == [2, 4, 6, 8]
     # --lr 0: the params did not move, so the new final params are those of update 6.
@@ -583,8 +584,13 @@ def test_the_tools_load_a_checkpoint_whose_config_older_versions_accepted(finish
     path.write_bytes(pickle.dumps({**state, "config": {**state["config"], "seed": -1}}))
     params, network = ckpt.load_policy_params(path)
     assert network == state["network"]
-    assert_same_params(load_params(finished_run / "params_6.npz"),
-                       ckpt.flatten_params(params))
+    # The params file beside it holds the same params, and the same network record as 0-d
+    # `network/` entries.
+    saved = load_params(finished_run / "params_6.npz")
+    assert_same_params({key: value for key, value in saved.items()
+                        if key.startswith("params/")}, ckpt.flatten_params(params))
+    assert {key[len("network/"):]: value.item() for key, value in saved.items()
+            if key.startswith("network/")} == state["network"]
     with pytest.raises(ckpt.CheckpointError, match="its config is invalid"):
         ckpt.load_checkpoint(path)
 
@@ -657,13 +663,19 @@ def test_bad_run_options_are_usage_errors(argv, reason):
 
 
 def test_a_new_total_on_resume_is_reported_with_the_learning_rate_it_gives():
-    config = TrainConfig(lr=1e-3, total_timesteps=2000, anneal_lr=True)
+    config = TrainConfig(lr=1e-3, total_timesteps=2000, lr_schedule="linear")
     note = resuming.schedule_note({"total_timesteps": 1000}, config, 500.0)
-    assert note == ("[resume] total_timesteps 1000 -> 2000: the learning rate now anneals to 0 at "
-                    "2000 steps, so at this update it is 0.00075 (it was 0.0005)")
+    assert note == ("[resume] total_timesteps 1000 -> 2000: the learning rate now anneals "
+                    "(linear) to 0 at 2000 steps, so at this update it is 0.00075 (it was 0.0005)")
     assert resuming.schedule_note({"total_timesteps": 2000}, config, 500.0) is None
     assert resuming.schedule_note({"total_timesteps": 1000},
-                              TrainConfig(total_timesteps=2000, anneal_lr=False), 500.0) is None
+                              TrainConfig(total_timesteps=2000, lr_schedule="constant"),
+                              500.0) is None
+    # A cosine: 1e-3 * (1 + cos(pi / 4)) / 2 = 0.000854 at a quarter, 1e-3 / 2 at half of the run.
+    cosine = TrainConfig(lr=1e-3, total_timesteps=2000, lr_schedule="cosine")
+    assert resuming.schedule_note({"total_timesteps": 1000}, cosine, 500.0) == (
+        "[resume] total_timesteps 1000 -> 2000: the learning rate now anneals (cosine) to 0 at "
+        "2000 steps, so at this update it is 0.000854 (it was 0.0005)")
 
 
 def test_a_signal_during_set_up_interrupts_and_a_second_one_in_training_exits_at_once(
