@@ -52,7 +52,7 @@ def env_params(weights: str = "", distance_shaping: str = "rules",
                base: EnvParams | None = None) -> EnvParams:
     """`base` (default `EnvParams()`) with the reward that these options describe."""
     if distance_shaping not in DISTANCE_SHAPINGS:
-        raise RewardOptionError(f"--distance-shaping (distance shaping) must be one of "
+        raise RewardOptionError(f"--distance-shaping: distance shaping must be one of "
                                 f"{', '.join(DISTANCE_SHAPINGS)}, got {distance_shaping!r}")
     named = parse_weights(weights)
     values = [named.get(name, 1.0) for name in C.REWARD_COMPONENTS]
