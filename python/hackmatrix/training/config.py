@@ -222,9 +222,11 @@ def validate(config: TrainConfig) -> None:
         raise ConfigError(f"--hidden-dim {config.hidden_dim} makes hidden weight matrices of "
                           f"{config.hidden_dim ** 2} entries, over {MAX_COUNT}: at most "
                           f"{math.isqrt(MAX_COUNT)}")
-    first_layer_inputs = {"mlp": 0, "conv": 33 + 36 * config.conv_channels,
-                          "ego": 33 + 121 * (config.conv_channels + 1)}.get(config.torso, 0)
-    if max(9 * config.conv_channels ** 2, first_layer_inputs * config.hidden_dim) > MAX_COUNT:
+    # Imported here: the flags are checked before JAX is imported.
+    from hackmatrix.game import reward_options
+    from hackmatrix.training.network import architecture_problem, first_layer_inputs
+    grid_inputs = first_layer_inputs(config.network_config, 0)  # 0 for an mlp torso
+    if max(9 * config.conv_channels ** 2, grid_inputs * config.hidden_dim) > MAX_COUNT:
         raise ConfigError(f"--conv-channels {config.conv_channels} with --hidden-dim "
                           f"{config.hidden_dim} makes weight matrices of over {MAX_COUNT} entries")
     if config.batch_size > MAX_COUNT:
@@ -262,9 +264,6 @@ def validate(config: TrainConfig) -> None:
     if config.lr_schedule not in LR_SCHEDULES:
         raise ConfigError(f"--lr-schedule must be one of {', '.join(LR_SCHEDULES)}, got "
                           f"{config.lr_schedule!r}")
-    # Imported here: the flags are checked before JAX is imported.
-    from hackmatrix.game import reward_options
-    from hackmatrix.training.network import architecture_problem
     problem = architecture_problem(config.network_config)
     if problem:
         raise ConfigError(f"--{problem}")

@@ -179,6 +179,14 @@ def infer_config(params: dict) -> dict:
     return config
 
 
+def first_layer_inputs(network_config: dict, obs_dim: int) -> int:
+    """How many inputs the first dense layer of a torso takes."""
+    channels = network_config.get("conv_channels", 0)
+    return {"conv": _VECTOR_FEATURES + C.NUM_CELLS * channels,
+            "ego": _VECTOR_FEATURES + EGO_SIZE * EGO_SIZE * (channels + 1)}.get(
+                network_config["torso"], obs_dim)
+
+
 def observation_size() -> int:
     return _VECTOR_FEATURES + C.NUM_CELLS * C.GRID_CHANNELS
 
