@@ -1,6 +1,6 @@
-"""HackMatrix RL: the game in pure JAX, PPO training, and tools to watch agents."""
+"""HackMatrix RL: the game in pure JAX, PPO training, and tools to watch agents.
 
-from hackmatrix import xla_options
-
-# Before JAX starts its backends, which read XLA_FLAGS once: see xla_options.
-xla_options.configure_cpu_compiler()
+Importing any module of the package changes nothing in the process (environment variables,
+signal handlers, the garbage collector, stdout); the command-line programs opt in at their
+start to what they need (`hackmatrix/launch.py`).
+"""

@@ -5,7 +5,9 @@ chunk, the viewer's, evaluator's and play.py's game step (the same program for e
 of any run, so watching a second checkpoint skips the game's compile too). The cache lives in
 `JAX_COMPILATION_CACHE_DIR` if set, else in the user's cache directory; every program is cached
 however quickly it compiled, unless `JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS` says otherwise.
-The benchmarks turn it off: they report cold compiles.
+Kept because `evaluate.py --episodes 4 --max-steps 10` (the baselines) takes 11.1-11.2 s of CPU
+with an empty cache and 4.6-4.7 s with a filled one. The benchmarks turn it off: they report
+cold compiles.
 """
 
 from __future__ import annotations

@@ -2,18 +2,15 @@
 
 Tracing the game step allocates millions of short-lived objects, so the collector runs hundreds
 of times, and each full collection walks every object of the process (~275k after importing JAX,
-flax and optax): 0.1-0.3 s each, two or three per trace of the env benchmark's rollout, 0.3-0.8 s
-of its ~3 s of tracing and lowering (measured with `gc.callbacks`, specs/performance.md). The
-objects tracing drops are freed by reference counting: a collection after the trace finds no
-cyclic garbage, so pausing costs no memory. The collector is paused only around tracing and
-lowering, never around a run.
+flax and optax). The objects tracing drops are freed by reference counting: a collection after
+the trace finds no cyclic garbage, so pausing costs no memory. The collector is paused only
+around tracing and lowering, never around a run, and is restored as it was.
 
-The trainer and `benchmark.py` also freeze what their start-up imported (`freeze_imported`,
-from `launch.load_main`): frozen objects are left out of every later collection, so the
-collections that still run (the trainer's work between traces) skip them. Module-level objects
-live as long as the process anyway. (Measured when the viewer froze its imports and traced
-unpaused: 0.23-0.26 s -> 0.06-0.07 s of collector time in its first reset and step. The viewer
-and `play.py` now trace inside `paused()` instead, `tools/compile_ahead.py`.)
+Kept because the collector's CPU time while tracing and lowering the env benchmark's rollout at
+256 envs (1.7 s in all) is 0.15-0.39 s running and 0.02 s paused (`benchmark.py env --num-envs
+256`), and over a short training run 0.38-0.43 s running and 0.16-0.19 s paused. Freezing what a
+program imported (`gc.freeze`) is not done: with tracing paused, that training run's collector
+time was 0.20 s unfrozen against 0.16-0.19 s frozen.
 """
 
 from __future__ import annotations
@@ -32,8 +29,3 @@ def paused():
     finally:
         if was_enabled:
             gc.enable()
-
-
-def freeze_imported() -> None:
-    """Moves every object alive now (after a program's imports) out of the collector's reach."""
-    gc.freeze()

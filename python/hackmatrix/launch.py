@@ -1,11 +1,13 @@
-"""Starting and ending a command-line program.
+"""Starting and ending a command-line program: `run(module)` is the whole of one.
 
-Importing its module imports JAX, which reads its environment variables (JAX_ENABLE_X64,
-JAX_NUM_CPU_DEVICES, ...) at import and raises on a bad value: that is bad input, so the program
-says so in one line and exits 2, without a traceback. A SIGINT or SIGTERM during that import (a
-second or two) waits for its end and exits 7: raised inside it, it could abort the interpreter or
-be lost (hackmatrix/interrupts.py). At its end (`exit_process`) they end the process at once
-with the exit code already decided."""
+At its start (`start_process`) the program opts in to what it needs from the process, which
+importing the package never changes: the CPU compile mode (`xla_options`). Importing its module
+then imports JAX, which reads its environment variables (JAX_ENABLE_X64, JAX_NUM_CPU_DEVICES,
+...) at import and raises on a bad value: that is bad input, so the program says so in one line
+and exits 2, without a traceback. A SIGINT or SIGTERM during that import (a second or two) waits
+for its end and exits 7: raised inside it, it could abort the interpreter or be lost
+(hackmatrix/interrupts.py). At its end (`exit_process`) they end the process at once with the
+exit code already decided."""
 
 from __future__ import annotations
 
@@ -14,9 +16,21 @@ import os
 import signal
 import sys
 
-from hackmatrix import gc_pause, interrupts, stdout_reader
+from hackmatrix import interrupts, stdout_reader, xla_options
 from hackmatrix.exit_codes import EXIT_FAILURE, EXIT_INTERRUPTED
 from hackmatrix.messages import error_line
+
+
+def run(module: str):
+    """Runs the program whose `main()` is in `module`, from `start_process` to `exit_process`
+    with the exit code `main` returns."""
+    start_process()
+    exit_process(load_main(module)())
+
+
+def start_process() -> None:
+    """What every program opts in to before it imports JAX: the CPU compile mode."""
+    xla_options.configure_cpu_compiler()
 
 
 def load_main(module: str):
@@ -30,7 +44,6 @@ def load_main(module: str):
     if signals:
         print(f"interrupted by {signals[0]} while starting", file=sys.stderr)
         sys.exit(EXIT_INTERRUPTED)
-    gc_pause.freeze_imported()
     return main
 
 

@@ -3,19 +3,18 @@
 Two settings, both measured on the 2-core CPU in specs/performance.md ("What bounds the step on
 XLA:CPU"); other backends keep XLA's defaults.
 
-**Process-wide: the CPU compile mode** (`configure_cpu_compiler`, run when `hackmatrix` is
-imported). XLA reads `XLA_FLAGS` once, when JAX starts its backends, so this sets them before
-that. The default mode, `fast`, has XLA:CPU emit kernels with its older fusion emitters and
-without loop unrolling: the game step then compiles faster (XLA's compile of the env
-benchmark's rollout at 1024 envs: 12.2-13.1 → 7.7-8.8 s of CPU, about a third less; the
-trainer's first `[train]` line at 256 envs: median 18.4 → 14.3 s) but runs slower
-(env-steps/s -16%, training SPS -9%), because those emitters keep a loop scalar when its output reuses its input's buffer.
-On CPU most runs are short (smoke tests, the quickstart, the viewer, evaluation, the test
-suite), where compile time dominates: the 500k-step quickstart takes the same wall time in
-both modes. Long CPU runs should set `HACKMATRIX_CPU_COMPILE=throughput`, which leaves XLA's
-defaults. Nothing is changed when an accelerator plugin is installed (unless `JAX_PLATFORMS`
-is `cpu`), when `XLA_FLAGS` already sets `xla_backend_extra_options`, or when JAX's backends
-are already running.
+**Process-wide: the CPU compile mode** (`configure_cpu_compiler`, which each command-line
+program runs at its start, `launch.start_process`; importing the package sets nothing). XLA
+reads `XLA_FLAGS` once, when JAX starts its backends, so this sets them before JAX is imported.
+The default mode, `fast`, has XLA:CPU emit kernels with its older fusion emitters (which keep a
+loop scalar when its output reuses its input's buffer) and without loop unrolling: kept because
+most CPU runs are short (smoke tests, the quickstart, the viewer, evaluation, the test suite),
+and the env benchmark's rollout at 256 envs compiles in 6.9-7.3 s of CPU instead of 10.3-11.5 s
+for 4-9% more CPU per env step (`benchmark.py env --num-envs 256`, each mode).
+Long CPU runs should set `HACKMATRIX_CPU_COMPILE=throughput`, which leaves XLA's defaults.
+Nothing is changed when an accelerator plugin is installed (unless `JAX_PLATFORMS` is `cpu`),
+when `XLA_FLAGS` already sets `xla_backend_extra_options`, or when JAX is already imported (its
+backends may have read the flags).
 
 **Per jit: `compiler_options`.** XLA's default backend optimisation level (3, LLVM's -O3
 pipeline) unrolls the kernels' loops: level 2 emits a third less optimised LLVM IR, compiles
@@ -61,7 +60,7 @@ _SKIPPED_HLO_PASSES = "hlo-verifier,tree_reduction_rewriter,while-loop-invariant
 _CPU_OPTIONS = {"xla_backend_optimization_level": 2, "xla_disable_hlo_passes": _SKIPPED_HLO_PASSES}
 _CPU_RUN_ONCE_OPTIONS = {**_CPU_OPTIONS, "xla_backend_optimization_level": 0}
 
-_cpu_compile_mode = "throughput"
+_cpu_compile_mode: str | None = None  # None until `configure_cpu_compiler` runs
 
 
 def compiler_options(run_once: bool = False) -> dict | None:
@@ -76,7 +75,9 @@ def compiler_options(run_once: bool = False) -> dict | None:
 def cpu_compile_mode(backend: str = "cpu") -> str | None:
     """The CPU compile mode in effect in this process ("fast" or "throughput") for a run on
     `backend`; None off CPU, where it does not apply."""
-    return _cpu_compile_mode if backend == "cpu" else None
+    if backend != "cpu":
+        return None
+    return _cpu_compile_mode or ("fast" if _has_fast_flag(os.environ) else "throughput")
 
 
 def cpu_compile_label(backend: str) -> str:
@@ -108,10 +109,10 @@ def xla_flags_for_mode(environ: MutableMapping[str, str],
 
 
 def configure_cpu_compiler(environ: MutableMapping[str, str] = os.environ) -> str:
-    """Set this process's CPU compile mode (see the module docstring) and return it."""
+    """Set this process's CPU compile mode (see the module docstring) and return it. Once JAX
+    is imported the flags are left as they are, and the mode is the one they give."""
     global _cpu_compile_mode
-    bridge = sys.modules.get("jax._src.xla_bridge")
-    if bridge is not None and bridge.backends_are_initialized():
+    if "jax" in sys.modules:
         _cpu_compile_mode = "fast" if _has_fast_flag(environ) else "throughput"
         return _cpu_compile_mode
     flags, _cpu_compile_mode = xla_flags_for_mode(environ, _accelerator_plugin_installed)

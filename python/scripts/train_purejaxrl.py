@@ -1,6 +1,8 @@
-"""Train an action-masked PPO agent on the pure-JAX HackMatrix env (see --help, specs/training.md)."""
+#!/usr/bin/env python
+"""Train an action-masked PPO agent on the pure-JAX HackMatrix env (`hackmatrix-train`; see
+--help, specs/training.md). The program is hackmatrix/training/cli.py."""
 
-from hackmatrix.launch import exit_process, load_main
+from hackmatrix import entry_points
 
 if __name__ == "__main__":
-    exit_process(load_main("hackmatrix.training.cli")())
+    entry_points.train()

@@ -25,7 +25,11 @@ if TEST_CACHE_ROOT in (_cache_dir, *_cache_dir.parents):
         TEST_CACHE_ROOT / os.environ.get("PYTEST_XDIST_WORKER", "main"))
 os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
 
-import hackmatrix  # noqa: E402,F401  (sets XLA_FLAGS: hackmatrix/xla_options.py)
+from hackmatrix import xla_options  # noqa: E402
+
+# The CPU compile mode, set as the command-line programs set it at their start (launch.py).
+xla_options.configure_cpu_compiler()
+
 from hackmatrix.training import devices  # noqa: E402
 
 TEST_CPU_DEVICES = 2

@@ -25,17 +25,3 @@ def test_paused_leaves_a_disabled_collector_disabled():
     finally:
         gc.enable()
 
-
-def test_a_program_started_by_load_main_has_its_imports_frozen(tmp_path, monkeypatch):
-    """launch.load_main leaves what the program imported out of later collections."""
-    from hackmatrix import launch
-
-    (tmp_path / "tiny_program.py").write_text("def main():\n    return 0\n")
-    monkeypatch.syspath_prepend(str(tmp_path))
-    gc.unfreeze()
-    try:
-        main = launch.load_main("tiny_program")
-        assert gc.get_freeze_count() > 0
-        assert gc.is_tracked(main) and all(tracked is not main for tracked in gc.get_objects())
-    finally:
-        gc.unfreeze()

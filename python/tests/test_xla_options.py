@@ -52,7 +52,7 @@ def test_reductions_over_more_than_32_elements_stay_plain_reductions():
 
 
 def test_this_process_runs_in_the_requested_cpu_compile_mode():
-    # conftest imports hackmatrix before any backend starts, as every CLI does.
+    # conftest sets the mode before JAX is imported, as every CLI does at its start.
     requested = os.environ.get(xla_options.CPU_COMPILE_VARIABLE) or "fast"
     assert xla_options.cpu_compile_mode() == requested
     assert xla_options.cpu_compile_label("cpu") == f" cpu_compile={requested}"

@@ -21,10 +21,9 @@ The patches hold only while that variant's programs are traced and its initial s
 so they reach whatever that code looks up by module attribute. Each version first runs once from
 its own initial state (the same key for all): the report says whether its results are
 bit-identical to the baseline's (the rollout's final carry, or the trainer's state after one
-update). A variant that patches a function with itself shows the harness's own spread (on the
-slow Xeon of the thirty-sixth session: 1.028, quartiles 1.000-1.114, over 10 rounds of the
-256-env update). The first call's time is printed per version but is only a hint: the first
-build in a process also pays JAX's one-time costs. Compare compile times with interleaved cold
+update). A variant that patches a function with itself shows the harness's own spread: a
+ratio a few percent from 1 is within it. The first call's time is printed per version but is
+only a hint: the first build in a process also pays JAX's one-time costs. Compare compile times with interleaved cold
 processes of `benchmark.py env`.
 """
 
@@ -43,7 +42,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from hackmatrix import jax_backend, xla_options
-from hackmatrix.bench.arguments import add_update_shape, network_options, positive_int
+from hackmatrix.bench.arguments import (MAX_ENVS, add_update_shape, env_count,
+                                         network_options, positive_int)
 from hackmatrix.bench.timing import lower_and_compile, quartiles
 from hackmatrix.tools.cli import ArgumentParser
 
@@ -169,8 +169,8 @@ def main(argv=None) -> int:
     parser.add_argument("--target", choices=TARGETS, default="env",
                         help="env: the env benchmark's rollout of --num-steps steps; train: one "
                              "PPO update of the trainer (default env)")
-    parser.add_argument("--num-envs", type=positive_int, default=256,
-                        help="parallel environments (default 256)")
+    parser.add_argument("--num-envs", type=env_count, default=256,
+                        help=f"parallel environments (default 256, at most {MAX_ENVS:,})")
     add_update_shape(parser)
     parser.add_argument("--rounds", type=positive_int, default=12,
                         help="timed rounds, every other one in reverse order (default 12)")

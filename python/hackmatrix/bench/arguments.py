@@ -6,19 +6,37 @@ from __future__ import annotations
 import argparse
 
 
-def positive_int(text: str) -> int:
+# A benchmark measures: a count beyond these is a typo that would fill the memory (envs stepped
+# at once) or run for days (any other count), refused before anything compiles.
+MAX_ENVS = 2**20
+MAX_COUNT = 1_000_000
+
+
+def positive_int(text: str, maximum: int = MAX_COUNT) -> int:
     try:
         value = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
     if value < 1:
         raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
+    if value > maximum:
+        raise argparse.ArgumentTypeError(f"expected at most {maximum:,}, got {value}")
     return value
+
+
+def env_count(text: str) -> int:
+    """A number of envs stepped at once: from 1 to MAX_ENVS."""
+    return positive_int(text, MAX_ENVS)
 
 
 def positive_int_list(text: str) -> list[int]:
     """Comma-separated positive integers, e.g. '64,256,1024'."""
     return [positive_int(part) for part in text.split(",")]
+
+
+def env_count_list(text: str) -> list[int]:
+    """Comma-separated env counts, e.g. '64,256,1024'."""
+    return [env_count(part) for part in text.split(",")]
 
 
 class _Joined(argparse.Action):
@@ -30,10 +48,13 @@ class _Joined(argparse.Action):
 
 def add_count_list(parser: argparse.ArgumentParser, flag: str, default: list[int], text: str):
     """`flag` takes positive integers separated by spaces, commas or both: every benchmark's
-    lists read the same ('--num-envs 64 256' and '--num-envs 64,256')."""
-    parser.add_argument(flag, type=positive_int_list, nargs="+", action=_Joined, default=default,
-                        metavar="N", help=f"{text} (default {' '.join(map(str, default))}; "
-                                          "separated by spaces or commas)")
+    lists read the same ('--num-envs 64 256' and '--num-envs 64,256'). --num-envs lists are
+    env counts (at most MAX_ENVS), other lists at most MAX_COUNT."""
+    envs = flag == "--num-envs"
+    parser.add_argument(flag, type=env_count_list if envs else positive_int_list, nargs="+",
+                        action=_Joined, default=default, metavar="N",
+                        help=f"{text} (default {' '.join(map(str, default))}; separated by "
+                             f"spaces or commas; each at most {MAX_ENVS if envs else MAX_COUNT:,})")
 
 
 def add_update_shape(parser: argparse.ArgumentParser) -> None:

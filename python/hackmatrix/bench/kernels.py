@@ -23,7 +23,7 @@ import jax
 import jax.numpy as jnp
 
 from hackmatrix import jax_backend, xla_options
-from hackmatrix.bench.arguments import positive_int
+from hackmatrix.bench.arguments import MAX_ENVS, env_count, positive_int
 from hackmatrix.tools.cli import ArgumentParser
 
 _COMPUTATION = re.compile(r"^(?:ENTRY )?%?([\w.\-]+) .*\{$")
@@ -147,8 +147,8 @@ def batch_step_hlo(num_envs: int) -> str:
 
 def main(argv=None) -> int:
     parser = ArgumentParser(prog="benchmark.py kernels", description=__doc__)
-    parser.add_argument("--num-envs", type=positive_int, default=1024,
-                        help="envs of the compiled batch step (default 1024)")
+    parser.add_argument("--num-envs", type=env_count, default=1024,
+                        help=f"envs of the compiled batch step (default 1024, at most {MAX_ENVS:,})")
     parser.add_argument("--depth", type=positive_int, default=2,
                         help="scope levels to group by (default 2)")
     parser.add_argument("--prefix", default="",

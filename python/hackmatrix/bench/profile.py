@@ -5,10 +5,9 @@ Runs `--updates` PPO updates (256 envs × 128 steps by default, as the training 
 XLA:CPU's per-kernel trace events on, and prints for each kernel its time and launches per
 update, the instructions of its fused computation, its output shape and its scope. A kernel
 with many instructions on an output of several entries per env usually recomputes per-env work
-for every entry: specs/performance.md, "Per-env work that a kernel repeats for each of its
-entries". Kernel times add up across threads and move with the machine's load: compare
-kernels within one run, and confirm a change with interleaved wall-clock runs
-(`benchmark.py train`).
+for every entry (specs/performance.md, "What bounds the step on XLA:CPU"). Kernel times add up
+across threads and move with the machine's load: compare kernels within one run, and confirm a
+change with interleaved wall-clock runs (`benchmark.py train`).
 """
 
 from __future__ import annotations
@@ -25,7 +24,8 @@ import jax
 import jax.numpy as jnp
 
 from hackmatrix import jax_backend, xla_options
-from hackmatrix.bench.arguments import add_update_shape, network_options, positive_int
+from hackmatrix.bench.arguments import (MAX_ENVS, add_update_shape, env_count,
+                                         network_options, positive_int)
 from hackmatrix.bench.kernels import (in_game_scope, instruction_counts, scope_parts,
                                       scoped_game_functions)
 from hackmatrix.tools.cli import ArgumentParser
@@ -106,8 +106,8 @@ def profile_chunk(config, updates: int) -> tuple[str, list[dict]]:
 
 def main(argv=None) -> int:
     parser = ArgumentParser(prog="benchmark.py profile", description=__doc__)
-    parser.add_argument("--num-envs", type=positive_int, default=256,
-                        help="parallel environments (default 256)")
+    parser.add_argument("--num-envs", type=env_count, default=256,
+                        help=f"parallel environments (default 256, at most {MAX_ENVS:,})")
     add_update_shape(parser)
     parser.add_argument("--updates", type=positive_int, default=2,
                         help="profiled updates, after one warm-up update (default 2)")

@@ -154,8 +154,8 @@ def _siphon(state: S.GameState, quality):
         siphoned=cells.siphoned | cross,
         siphon_center=cells.siphon_center | at_player,
     )
-    # Score, credits, energy and owed transmissions. (Summed as one stacked [4, 6, 6] array, XLA
-    # fused the stack into the reduction: a kernel 4x slower than these four.)
+    # Score, credits, energy and owed transmissions, as four sums: one sum of a stacked [4, 6, 6]
+    # array would fuse the stack into the reduction, a slower kernel than these four.
     score, credits, energy, owed = (
         jnp.sum(jnp.where(taken, amount, 0))
         for taken, amount in ((siphoned_block & carries_data, cells.points),

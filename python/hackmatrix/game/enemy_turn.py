@@ -21,15 +21,14 @@ this phase first, in a fresh random order, then the others in list order (they n
 attack, so their order changes nothing), and loops over them, so iteration i reads slot i with
 an index that is not batched under vmap (a cheap slice, not a gather). The loop runs MAX_ENEMIES
 iterations per phase, or fewer when the caller passes `loop_bounds`: the batched env step passes
-its batch's largest `acting_counts`, an unbatched bound, so the loop really stops there (~20 and
-~8 iterations instead of 36 and 36 at 1024 random-play envs). Slots past the bound keep their
+its batch's largest `acting_counts`, an unbatched bound, so the loop really stops there (under
+random play, well below 36 in both phases). Slots past the bound keep their
 words. hp reaching 0 does not stop the turn.
 
-Speed (XLA:CPU, 1024 envs): a kernel launch costs several microseconds here, more than the work
-of most small kernels, so an iteration is one big kernel (the whole decision, breadth-first
-search unrolled) plus one small kernel updating the four carried board words. An earlier
-version ran ~70 kernels per iteration (a per-layer search loop, [K]-wide shared-cell checks and
-slot updates) and took ~3x longer.
+Speed (XLA:CPU): a kernel launch can cost more than the work of a small kernel, so an
+iteration is one big kernel (the whole decision, breadth-first search unrolled) plus one small
+kernel updating the four carried board words, rather than dozens of small kernels (a per-layer
+search loop, [K]-wide shared-cell checks and slot updates).
 """
 
 from __future__ import annotations

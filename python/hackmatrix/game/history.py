@@ -56,10 +56,10 @@ def _to_int16(*columns):
     clipped = [jnp.clip(column, _INT16.min, _INT16.max) for column in columns]
     if len(columns) == 2:
         # One int32 per row, reinterpreted as its two int16 halves (low half first): XLA:CPU
-        # writes an int16 [n, 2] array element by element, ~4x slower per push.
+        # writes an int16 [n, 2] array element by element, which is slower.
         return jax.lax.bitcast_convert_type((clipped[0] & 0xFFFF) | (clipped[1] << 16),
                                             jnp.int16)
-    stacked = fusion.stack_last(clipped, jnp.int32)  # 1.05x faster 256-env step than jnp.stack
+    stacked = fusion.stack_last(clipped, jnp.int32)  # one kernel, where jnp.stack makes several
     return stacked.astype(jnp.int16)
 
 

@@ -245,7 +245,7 @@ def _distance(block_board: bb.Board, goal_row, goal_col, start_row, start_col):
     carry = (start, passable.word(parity) & ~start, passable.word(1 - parity),
              jnp.where(at_goal, 0, -1))
     # Unrolled (not a fori_loop): inside training the search then fuses into one kernel with
-    # its reader instead of ~70 launches per step (kernel time 14 -> ~2 ms per 256-env update).
+    # its reader instead of a loop of small kernels launched at every step.
     for i in range((MAX_PATH_LENGTH + 1) // 2):
         carry = two_layers(i, carry)
     return jnp.maximum(carry[3], 0).astype(jnp.int32)

@@ -91,7 +91,7 @@ def total(values) -> jnp.ndarray:
     values = bb.materialize(values)  # else the sum recomputes every component (~200 operations)
     # One-entry slices, squeezed once at the end: with `values[i]` each term is a slice and a
     # reshape, and XLA's reshape mover then needs one simplification round per term to sink them
-    # (specs/performance.md, "The reward's sum and XLA's simplification rounds").
+    # (specs/performance.md, "Levers in use").
     reward = values[..., 0:1]
     for i in range(1, C.NUM_REWARD_COMPONENTS):
         reward = reward + values[..., i:i + 1]

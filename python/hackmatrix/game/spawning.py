@@ -63,12 +63,12 @@ def _mix(x):
 
 
 def random_words(key, n: int):
-    """uint32[n] random words from a JAX key, ~20x cheaper than `jax.random.bits` on CPU.
+    """uint32[n] random words from a JAX key, far cheaper than `jax.random.bits` on CPU.
 
     A splitmix-style generator: the bijective hash of a Weyl sequence whose start is a hash of
     the key's two words (one hash per word). `jax.random.bits` runs threefry (20 rounds per
-    64 bits), which cost ~0.45 ms per 36 words x 1024 envs here; the engine needs over a
-    thousand words per env and step. Keys come from jax.random.split or `split_key`, so they are
+    64 bits), a loop of small kernels on XLA:CPU; the engine needs over a thousand words per
+    env and step. Keys come from jax.random.split or `split_key`, so they are
     independent; the exact random stream is not part of the rules' contract.
     """
     data = jax.random.key_data(key) if jax.dtypes.issubdtype(key.dtype, jax.dtypes.prng_key) \
@@ -82,8 +82,8 @@ def random_words(key, n: int):
 
 def split_key(key, n: int):
     """n independent raw keys (uint32[n, 2]) for `random_words`, from its own stream: a
-    replacement for jax.random.split, whose threefry costs ~0.1 ms per 1024 envs here and runs
-    as a loop of small kernels on CPU. The env's steps and the trainer's per-env keys use it."""
+    replacement for jax.random.split, whose threefry runs as a loop of small kernels on CPU.
+    The env's steps and the trainer's per-env keys use it."""
     return random_words(key, 2 * n).reshape(n, 2)
 
 
@@ -92,7 +92,7 @@ def random_ranks(words):
 
     `words` are n random uint32 words. Pairwise comparisons of distinct keys: 26 random bits
     above the item index; items whose random bits collide (probability < 1e-5 for n = 36) keep
-    their index order. XLA's CPU sort of 1024 x 36 keys costs ~2.7 ms; this ~0.1 ms.
+    their index order. One comparison kernel, much cheaper than XLA's CPU sort.
     """
     index = jnp.arange(words.shape[-1], dtype=jnp.uint32)
     return _ranks((words & jnp.uint32(0xFFFFFFC0)) | index)
@@ -113,8 +113,8 @@ def random_order_first(words, first):
 def _ranks(keys):
     """The rank of each of n distinct uint32 keys among them (int32[n])."""
     # The keys materialised, so the [n, n] comparison reads them instead of recomputing them.
-    # One reduction kernel: the same comparisons unrolled into n elementwise steps ran ~3x
-    # slower (specs/performance.md, "Reductions over 36 entries").
+    # One reduction kernel: the same comparisons unrolled into n elementwise steps run as a
+    # slower scalar loop (specs/performance.md, "Levers in use").
     keys = bb.materialize(keys)
     return jnp.sum(keys[None, :] < keys[:, None], axis=-1, dtype=jnp.int32)
 
@@ -164,7 +164,7 @@ def placed_words(key, state: S.GameState, count, from_siphon, from_scheduled,
 
     Each free cell gets a random sort key, preferred cells before fallback ones; a cell's
     placement index is its rank among the free cells (`_ranks`: pairwise comparisons in one
-    reduction kernel; XLA's CPU sort of 1024 x 36 keys costs ~2.7 ms, 36 sequential picks ~0.7 ms).
+    reduction kernel, cheaper than XLA's CPU sort or 36 sequential picks).
     Keys are 25 random bits above the cell index: cells whose random bits collide (probability
     < 2e-5 per call) keep their row-major order.
     """

@@ -8,14 +8,14 @@ rules' distribution: the first accepted of i.i.d. attempts is uniform over the a
 and a stage gets no blocks exactly when all 100 attempts fail, as in the rules.
 
 An attempt is one uint32 over the 32 non-corner cells (Floyd's sampling plus a bit deposit, see
-`_attempt_layouts`) and a 24-layer single-colour-word flood fill; ~0.01 ms per attempt per 1024
-envs on the 2-core CPU (one kernel for all layouts, one for all acceptance tests).
+`_attempt_layouts`) and a 24-layer single-colour-word flood fill: one kernel for all layouts,
+one for all acceptance tests.
 
 Measured acceptance per attempt on an empty stage-1 board (32 768 layouts per N):
 N = 5: 0.84, 6: 0.75, 7: 0.62, 8: 0.47, 9: 0.31, 10: 0.18, 11: 0.085 (large N often cut the board
 in two). All-fail probability (1 - a)^100: 1.4e-4 for N = 11, 2.5e-9 for N = 10, below 1e-16
 otherwise, i.e. 2e-5 of all stages (N uniform in 5..11); measured: 5 of 327 680 new games had
-no blocks (1.5e-5). With the former 32 attempts it was 0.8% (0.058 for N = 11).
+no blocks (1.5e-5).
 """
 
 from __future__ import annotations

@@ -63,6 +63,22 @@ class ArgumentParser(argparse.ArgumentParser):
         sys.exit(EXIT_BAD_ARGUMENTS)
 
 
+# Sizes that would take the machine's memory or hours, refused before any work (exit 3), as
+# --help states. Evaluation plays its episodes as one batch (the trainer's --eval-episodes has
+# the same bound); an episode of the game rarely lasts 2,000 steps; a GIF frame takes ~0.8 MB.
+MAX_BATCHED_EPISODES = 65_536
+MAX_EPISODE_STEPS = 100_000
+MAX_WATCHED_EPISODES = 10_000
+MAX_GIF_FRAMES = 10_000
+
+
+def require_at_most(parser: argparse.ArgumentParser, limits: dict[str, tuple[int, int]]) -> None:
+    """Exit 3 naming the first flag of `limits` ({flag: (value, maximum)}) over its maximum."""
+    for flag, (value, maximum) in limits.items():
+        if value > maximum:
+            parser.error(f"{flag} must be at most {maximum:,}, got {value}")
+
+
 def require_at_least_one(parser: argparse.ArgumentParser, counts: dict[str, int]) -> None:
     """Exit 3 naming the first flag of `counts` ({flag: value}) whose value is below 1, and
     that value, as the trainer words it."""

@@ -1,15 +1,12 @@
 """Compiling a tool's jitted functions side by side, before their first calls.
 
 A tool's first call of each jitted function traces, lowers and compiles it, one after the
-other: the viewer's reset, policy and game step took ~7.8 s in all on the 2-core CPU, the game
-step ~5.6 s of it. XLA compiles outside the GIL, so the next function can be traced while the
-previous one compiles, and the smaller compiles run beside the game step's. `compile_ahead` does
-that; JAX keeps the executable of `f.lower(...).compile()` for the later calls of `f` with the
-same argument types, which then run at once. Measured cold (compilation cache emptied before each
-run), three interleaved pairs each: `watch_jax_agent.py` on a 30-step episode 7.8-8.3 -> 7.0-7.1
-s, `play.py` to its first prompt 7.4-8.6 -> 6.4-6.6 s. The evaluator's `_start` beside its
-`_advance` gained only 10.1-10.7 -> 9.6-10.1 s (both compiles are large, and share two cores),
-so it compiles them in turn as before.
+other, and the game step's compile is most of a cold start. XLA compiles outside the GIL, so the
+next function can be traced while the one before it compiles, and the smaller compiles run
+beside the game step's. `compile_ahead` does that for the viewer and `play.py`; JAX keeps the
+executable of `f.lower(...).compile()` for the later calls of `f` with the same argument types,
+which then run at once. The evaluator compiles its two functions in turn: both compiles are
+large, and side by side on a small CPU they gain little.
 """
 
 from __future__ import annotations

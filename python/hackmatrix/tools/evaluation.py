@@ -159,7 +159,7 @@ def _advance(batch: _Batch, actions) -> _Batch:
 
 
 def summarise(results: EpisodeResults) -> dict:
-    """The report of one policy: the JSON fields of the issue plus action and program use."""
+    """The report of one policy: its summary statistics plus action and program use."""
     counts = results.action_counts.sum(axis=0)
     total_actions = max(int(counts.sum()), 1)
     program_counts = counts[C.FIRST_PROGRAM_ACTION:]

@@ -1,7 +1,9 @@
 """Training curves from a run's metrics.jsonl, drawn with matplotlib (Agg, no display, no wandb).
 
 Every panel is optional: a key that a run never logged is skipped, and a panel with no data
-says so instead of failing, so the plot works on old runs, partial runs and future keys.
+says so instead of failing, so the plot works on old runs, partial runs and future keys. Curves
+can be smoothed (a trailing moving average), and a dotted vertical line marks each point where
+the run was resumed (the `resumed_at_*` fields of the first record logged after a resume).
 """
 
 from __future__ import annotations
@@ -108,11 +110,36 @@ def _series(records: list[dict], x_key: str, key: str):
     return xs, ys
 
 
-def _panel(ax, records, x_key, x_label, title, keys, labels=None, thresholds=()):
+def smoothed(values: list[float], window: int) -> list[float]:
+    """The trailing moving average over `window` points (fewer at the start); the values
+    themselves for a window of 1. Each window is summed anew: differences of running sums would
+    lose small values next to large ones."""
+    if window <= 1:
+        return list(values)
+    return [sum(values[max(0, i + 1 - window):i + 1]) / min(i + 1, window)
+            for i in range(len(values))]
+
+
+def resume_points(records: list[dict], x_key: str) -> list[float]:
+    """Where on the x axis each resume started: its first record's `resumed_at_<x>`
+    (the record's index when the x axis is the index)."""
+    points = []
+    for index, record in enumerate(records):
+        if _number(record.get("resumed_at_update")) is None:
+            continue
+        x = _number(record.get(f"resumed_at_{x_key}")) if x_key else index
+        if x is not None:
+            points.append(x)
+    return points
+
+
+def _panel(ax, records, x_key, x_label, title, keys, labels=None, thresholds=(), smooth=1,
+           resumes=()):
     drawn = False
     for index, key in enumerate(keys):
         xs, ys = _series(records, x_key, key)
         if xs:
+            ys = smoothed(ys, smooth)
             label = labels[index] if labels else key.split("/")[-1]
             # Dashed lines once the 10-colour cycle repeats, so 15 components stay distinct.
             ax.plot(xs, ys, label=label, linewidth=1.2, linestyle="-" if index < 10 else "--",
@@ -120,11 +147,14 @@ def _panel(ax, records, x_key, x_label, title, keys, labels=None, thresholds=())
             drawn = True
     for value, label in thresholds:
         ax.axhline(value, color="red", linestyle="--", linewidth=1, label=label)
+    for index, x in enumerate(resumes):
+        ax.axvline(x, color="gray", linestyle=":", linewidth=1,
+                   label="resumed" if index == 0 else None)
     ax.set_title(title, fontsize=10)
     ax.set_xlabel(x_label, fontsize=8)
     ax.tick_params(labelsize=7)
     ax.grid(alpha=0.3)
-    if drawn or thresholds:
+    if drawn or thresholds or resumes:
         ax.legend(fontsize=6, loc="best")
     if not drawn:
         ax.text(0.5, 0.5, "not logged", ha="center", va="center", transform=ax.transAxes,
@@ -132,14 +162,16 @@ def _panel(ax, records, x_key, x_label, title, keys, labels=None, thresholds=())
     return drawn
 
 
-def plot_run(run_dir: str | pathlib.Path, output: str | pathlib.Path) -> int:
+def plot_run(run_dir: str | pathlib.Path, output: str | pathlib.Path, smooth: int = 1) -> int:
     """Draws the training curves of `run_dir` (a run directory or its metrics file) into a PNG
-    at exactly the path `output`, whatever its extension; returns the record count."""
+    at exactly the path `output`, whatever its extension, each curve a moving average over
+    `smooth` records; returns the record count."""
     records = read_metrics(run_dir)
     x_key, x_label = _x_axis(records)
     reward_keys = [f"reward/{name}" for name in C.REWARD_COMPONENTS]
+    drawing = {"smooth": smooth, "resumes": resume_points(records, x_key)}
 
-    figure, axes = plt.subplots(3, 4, figsize=(20, 12))
+    figure, axes = plt.subplots(4, 4, figsize=(20, 16))
     panels = [
         ("Episode return", ["train/mean_episode_return"], None, ()),
         ("Episode length", ["train/mean_episode_length"], None, ()),
@@ -152,19 +184,23 @@ def plot_run(run_dir: str | pathlib.Path, output: str | pathlib.Path) -> int:
          [(APPROX_KL_LIMIT, f"limit {APPROX_KL_LIMIT}")]),
         ("Clip fraction", ["train/clip_fraction"], None,
          [(CLIP_FRACTION_LIMIT, f"limit {CLIP_FRACTION_LIMIT}")]),
+        ("Value loss", ["train/value_loss"], None, ()),
+        ("Explained variance", ["train/explained_variance"], None, ()),
+        ("Learning rate", ["train/learning_rate"], None, ()),
+        ("Gradient norm (before clipping)", ["train/grad_norm"], None, ()),
         ("Steps per second", ["train/sps"], None, ()),
         ("Action fractions", list(ACTION_FRACTION_KEYS), ["move", "siphon", "program"], ()),
     ]
     for ax, (title, keys, labels, thresholds) in zip(axes.flat, panels):
-        _panel(ax, records, x_key, x_label, title, keys, labels, thresholds)
+        _panel(ax, records, x_key, x_label, title, keys, labels, thresholds, **drawing)
 
     # The 15 reward components share one wide panel: their scales differ by orders of
     # magnitude, so a symmetric log scale keeps small shaping terms visible next to stage rewards.
-    for ax in axes[2, 1:]:
+    for ax in axes[3, 1:]:
         ax.remove()
-    reward_ax = figure.add_subplot(3, 4, (10, 12))
+    reward_ax = figure.add_subplot(4, 4, (14, 16))
     if _panel(reward_ax, records, x_key, x_label, "Reward components (mean per step)",
-              reward_keys, list(C.REWARD_COMPONENTS)):
+              reward_keys, list(C.REWARD_COMPONENTS), **drawing):
         reward_ax.set_yscale("symlog", linthresh=1e-3)
         reward_ax.legend(fontsize=6, loc="center left", bbox_to_anchor=(1.0, 0.5))
 
@@ -173,6 +209,8 @@ def plot_run(run_dir: str | pathlib.Path, output: str | pathlib.Path) -> int:
     xs = [_number(record.get(x_key)) for record in records] if x_key else range(len(records))
     last_x = next((x for x in reversed(xs) if x is not None), len(records) - 1)
     title = f"{run_name(run_dir)}: {records_text(len(records))}, last {x_label} {last_x}"
+    if smooth > 1:
+        title += f", moving average over {smooth} records"
     figure.suptitle(title.replace("$", r"\$"))
     figure.tight_layout()
     # An explicit format: matplotlib otherwise picks it from the extension and, with none,

@@ -13,7 +13,8 @@ import math
 import os
 
 from hackmatrix.training import checkpoint as ckpt
-from hackmatrix.training.config import LR_SCHEDULES, TrainConfig
+from hackmatrix.training.config import (LR_SCHEDULES, MAX_HIDDEN_WEIGHTS, MAX_NUM_LAYERS,
+                                        MAX_TOTAL_TIMESTEPS, TrainConfig)
 from hackmatrix.training.wandb_sink import MODES
 
 
@@ -73,7 +74,8 @@ def build_parser() -> argparse.ArgumentParser:
                "(hackmatrix/xla_options.py).")
     run = parser.add_argument_group("run size")
     run.add_argument("--total-timesteps", type=_whole_number, help="env steps for the whole run, "
-                     "resumes included, e.g. 5e6 (CPU default 3,000,000; accelerator 200,000,000)")
+                     f"resumes included, e.g. 5e6, at most {MAX_TOTAL_TIMESTEPS:,} (CPU "
+                     "default 3,000,000; accelerator 200,000,000)")
     run.add_argument("--num-envs", type=int, help="parallel environments (CPU 256; accelerator 2048)")
     run.add_argument("--num-steps", type=int, help="rollout length per env per update (default 128)")
     run.add_argument("--num-devices", type=int,
@@ -118,7 +120,9 @@ def build_parser() -> argparse.ArgumentParser:
     net.add_argument("--activation", metavar="{tanh,relu,gelu,silu}",
                      help="hidden activation (default tanh)")
     net.add_argument("--hidden-dim", type=int, help="units per hidden layer (default 256)")
-    net.add_argument("--num-layers", type=int, help="hidden dense layers per torso (default 2)")
+    net.add_argument("--num-layers", type=int, help="hidden dense layers per torso: at most "
+                     f"{MAX_NUM_LAYERS}, with at most {MAX_HIDDEN_WEIGHTS:,} weights between "
+                     "hidden layers in all (default 2)")
     net.add_argument("--conv-channels", type=int,
                      help="channels per cell of the grid torsos: each convolution's (conv), "
                           "the cell embedding's (ego) (default 16)")
@@ -139,7 +143,8 @@ def build_parser() -> argparse.ArgumentParser:
     checkpoints = parser.add_argument_group("checkpoints")
     checkpoints.add_argument("--checkpoint-dir", default="checkpoints",
                              help="parent of run directories (default: checkpoints)")
-    checkpoints.add_argument("--run-name", help="run directory name (default: ppo_<timestamp>)")
+    checkpoints.add_argument("--run-name", help="run directory name: printable, not blank, "
+                                                 "no '/' (default: ppo_<timestamp>)")
     checkpoints.add_argument("--save-interval-minutes", type=float,
                              help="save a checkpoint every this many minutes (default 10; 0: "
                                   "after every chunk of updates)")
@@ -184,6 +189,10 @@ def build_parser() -> argparse.ArgumentParser:
     output = parser.add_argument_group("output")
     output.add_argument("--log-interval", type=int,
                         help="updates per log line (CPU default 1; accelerator 5)")
+    output.add_argument("--tensorboard", action=argparse.BooleanOptionalAction,
+                        help="also write the metrics.jsonl scalars as TensorBoard event files "
+                             "into RUN_DIR/tensorboard, step = timesteps (default off; a resume "
+                             "keeps the run's choice)")
     output.add_argument("--verbose", action="store_true",
                         help="print devices, cache directory and tracebacks on errors")
     return parser
@@ -210,7 +219,7 @@ def explicit_values(args) -> dict:
 RUN_OPTION_DEFAULTS = {"save_interval_minutes": 10.0, "save_interval": None, "keep_checkpoints": 5,
                        "wandb": True, "wandb_mode": None, "wandb_project": "hackmatrix",
                        "wandb_entity": None, "no_artifact": False, "eval_interval": 0,
-                       "eval_episodes": 256}
+                       "eval_episodes": 256, "tensorboard": False}
 
 
 def run_options(args, saved: dict | None) -> dict:
@@ -252,7 +261,7 @@ def _options_problem(options: dict) -> str | None:
     interval = options["save_interval"]
     if interval is not None and not (whole(interval) and interval >= 1):
         return f"--save-interval must be a whole number >= 1, got {interval!r}"
-    for name in ("wandb", "no_artifact"):
+    for name in ("wandb", "no_artifact", "tensorboard"):
         if not isinstance(options[name], bool):
             return f"{name} must be true or false, got {options[name]!r}"
     if options["wandb_mode"] not in (None, *MODES):
@@ -263,11 +272,25 @@ def _options_problem(options: dict) -> str | None:
     return None
 
 
+def run_name_problem(name: str) -> str | None:
+    """Why `name` cannot name a run, or None. Log lines, summary.json and wandb show the name
+    within one line: it must not hold line breaks, tabs or other unprintable characters, nor
+    be blank."""
+    if not name.isprintable():
+        return "holds a line break, tab or other unprintable character"
+    if not name.strip():
+        return "is blank"
+    return None
+
+
 def check_run_location(args) -> None:
     name = args.run_name
     if name is not None and (not name or name in (".", "..") or "/" in name or os.sep in name):
         raise UsageError(f"--run-name {name!r} must be a plain directory name (no path "
                          "separators, not '.' or '..'): runs live in --checkpoint-dir")
+    if name is not None and (problem := run_name_problem(name)) is not None:
+        raise UsageError(f"--run-name {name!r} {problem}: a run's name shows within one log "
+                         "line")
     # An empty value is most often an unset shell variable; '.' says the current directory.
     if not args.checkpoint_dir:
         raise UsageError("--checkpoint-dir is empty: name a directory ('.' for the current one)")

@@ -1,35 +1,35 @@
-"""Checkpoint files: atomic writes, keep-last-K, resume discovery and policy loading.
+"""Checkpoint files: saving and reading them, keep-last-K, resume discovery and policy loading.
 
 Layout of a run directory `{checkpoint_dir}/{run_name}/`:
   checkpoint_{update}.pkl  full training state (see specs/architecture.md), NumPy leaves only
   params_{update}.npz      params only, keys are '/'-joined flax paths
   final_params.npz         params at the end of training
   set_aside/{why}_{time}/  files a resume or a fresh start moved out of the way (never deleted)
-Every file is written to a temp file in the same directory, fsynced, then renamed, so a kill
-during a save leaves the previous files intact and never a half-written file under a real name.
+Every file is written to a temp file in the same directory, fsynced, then renamed
+(`atomic_files`), so a kill during a save leaves the previous files intact and never a
+half-written file under a real name.
 """
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import pickle
 import re
 import sys
-import tempfile
 import zipfile
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Callable, NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 
 from hackmatrix.messages import error_line, shown
-
-try:
-    import fcntl
-except ImportError:  # no advisory locks on this platform (Windows): RunLock runs unguarded
-    fcntl = None
+# The run directory's file writing and lock, under the names the trainer and tools use.
+from hackmatrix.training.atomic_files import (  # noqa: F401
+    atomic_write, commit, fsync_directory, temp_files, write_temp)
+from hackmatrix.training.run_lock import LOCK_NAME, RunLock  # noqa: F401
 
 FORMAT_VERSION = 1
 CHECKPOINT_PATTERN = re.compile(r"^checkpoint_(\d+)\.pkl$")
@@ -38,9 +38,6 @@ FINAL_PARAMS_NAME = "final_params.npz"
 # The best params by evaluation during training (`training/evaluation.py`).
 BEST_PARAMS_NAME = "best_params.npz"
 SET_ASIDE_DIR = "set_aside"
-LOCK_NAME = ".lock"
-# `atomic_write`'s temp files: ".{name}.{random}.tmp".
-TEMP_FILE_PATTERN = re.compile(r"^\..+\.tmp$")
 REQUIRED_KEYS = ("format_version", "config", "network", "params", "opt_state", "rng", "env_state",
                  "env_obs", "episode_return", "episode_length", "update", "timesteps",
                  "wandb_run_id", "schedule_timesteps")
@@ -49,47 +46,6 @@ NETWORK_KEYS = ("hidden_dim", "num_layers", "obs_dim", "num_actions")
 
 class CheckpointError(Exception):
     """A checkpoint is missing, unreadable, corrupt or does not fit the requested run."""
-
-
-# ----------------------------------------------------------------------------- atomic writes
-
-def atomic_write(path: Path, write: Callable[[Any], None]) -> Path:
-    """Calls write(binary_file) on a temp file next to `path`, fsyncs it, renames it over `path`."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        os.chmod(tmp_name, 0o666 & ~_umask())  # mkstemp creates 0600; use the usual file mode
-        with os.fdopen(fd, "wb") as f:
-            write(f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp_name, path)
-    except BaseException:
-        Path(tmp_name).unlink(missing_ok=True)
-        raise
-    _fsync_directory(path.parent)
-    return path
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
-
-
-def _fsync_directory(directory: Path) -> None:
-    # Makes the rename itself durable; not supported on every platform, where it is skipped.
-    try:
-        fd = os.open(directory, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
 
 
 # ----------------------------------------------------------------------------- params <-> npz
@@ -125,11 +81,15 @@ def save_params(path: Path, params: dict, network: dict | None = None,
                 meta: dict | None = None) -> Path:
     """Params as a plain .npz, with the architecture (`network`) and any `meta` as 0-d entries
     beside them, so that a params file alone rebuilds its network."""
+    return atomic_write(path, _params_writer(params, network, meta))
+
+
+def _params_writer(params: dict, network: dict | None, meta: dict | None = None):
     flat = flatten_params(params)
     for prefix, entries in ((NETWORK_ENTRY, network), (META_ENTRY, meta)):
         for key, value in (entries or {}).items():
             flat[prefix + key] = np.asarray(value)
-    return atomic_write(path, lambda f: np.savez(f, **flat))
+    return lambda f: np.savez(f, **flat)
 
 
 def infer_network_config(params: dict) -> dict:
@@ -155,15 +115,37 @@ def params_path(run_dir: Path, update: int) -> Path:
 
 
 def save_checkpoint(run_dir: Path, state: dict) -> Path:
-    """Writes checkpoint_{update}.pkl and params_{update}.npz for a dict with REQUIRED_KEYS."""
+    """Writes checkpoint_{update}.pkl and params_{update}.npz for a dict with REQUIRED_KEYS.
+    Both are written to temp files first; the checkpoint's rename then commits the pair, and
+    the params file's follows. A save that fails leaves neither; a kill between the renames
+    leaves the checkpoint alone, whose params file the next resume writes from it
+    (`restore_params_file`)."""
     missing = [key for key in REQUIRED_KEYS if key not in state]
     if missing:
         raise ValueError(f"checkpoint state lacks {missing}")
     update = int(state["update"])
-    path = atomic_write(checkpoint_path(run_dir, update),
-                        lambda f: _CheckpointPickler(f, protocol=pickle.HIGHEST_PROTOCOL).dump(state))
-    save_params(params_path(run_dir, update), state["params"], state["network"])
+    params_temp = write_temp(params_path(run_dir, update),
+                             _params_writer(state["params"], state["network"]))
+    try:
+        checkpoint_temp = write_temp(
+            checkpoint_path(run_dir, update),
+            lambda f: _CheckpointPickler(f, protocol=pickle.HIGHEST_PROTOCOL).dump(state))
+        path = commit(checkpoint_temp, checkpoint_path(run_dir, update))
+    except BaseException:
+        params_temp.unlink(missing_ok=True)
+        raise
+    commit(params_temp, params_path(run_dir, update))
     return path
+
+
+def restore_params_file(run_dir: Path, state: dict) -> Path | None:
+    """Writes params_{update}.npz from a checkpoint's state when the run directory lacks it (a
+    checkpoint written before its params file, by a trainer killed in between); returns the
+    path written, or None when the file was there."""
+    path = params_path(run_dir, int(state["update"]))
+    if path.is_file():
+        return None
+    return save_params(path, state["params"], state["network"])
 
 
 def list_checkpoints(run_dir: Path) -> list[tuple[int, Path]]:
@@ -357,9 +339,22 @@ def _check_resume_fields(path: Path, state: dict) -> None:
         raise CheckpointError(f"{path} is corrupt: explicit_config is {shown(explicit)}")
     if not isinstance(state.get("run_name"), (str, type(None))):
         raise CheckpointError(f"{path} is corrupt: run_name is {shown(state['run_name'])}")
+    unwritten = state.get("unwritten_metrics_lines", [])
+    if not (isinstance(unwritten, list)
+            and all(_line_of_update(line, state["update"]) for line in unwritten)):
+        raise CheckpointError(f"{path} is corrupt: unwritten_metrics_lines is {shown(unwritten)}")
     if not _is_finite_number(state["schedule_timesteps"]):
         raise CheckpointError(f"{path} is corrupt: schedule_timesteps is "
                               f"{shown(state['schedule_timesteps'])}")
+
+
+def _line_of_update(line, update: int) -> bool:
+    """Whether `line` is a metrics.jsonl line of an update up to `update`."""
+    try:
+        logged = json.loads(line).get("update") if isinstance(line, str) else None
+    except (ValueError, AttributeError):
+        return False
+    return isinstance(logged, int) and not isinstance(logged, bool) and 0 < logged <= update
 
 
 def _is_finite_number(value) -> bool:
@@ -419,7 +414,7 @@ def set_aside(run_dir: Path, paths: list[Path], why: str) -> Path:
     folder.mkdir(parents=True)
     for path in paths:
         os.replace(path, folder / Path(path).name)
-    _fsync_directory(Path(run_dir))
+    fsync_directory(Path(run_dir))
     return folder
 
 
@@ -430,91 +425,10 @@ def is_set_aside_folder(path: Path) -> bool:
     return path.parent.name == SET_ASIDE_DIR and _SET_ASIDE_FOLDER.fullmatch(path.name) is not None
 
 
-def temp_files(run_dir: Path) -> list[Path]:
-    """The temp files of writes that a kill interrupted."""
-    run_dir = Path(run_dir)
-    if not run_dir.is_dir():
-        return []
-    return [entry for entry in run_dir.iterdir()
-            if TEMP_FILE_PATTERN.match(entry.name) and entry.is_file()]
-
-
 def remove_temp_files(run_dir: Path) -> None:
     """Deletes `temp_files` (only the run's own writer may call this: see RunLock)."""
     for path in temp_files(run_dir):
         path.unlink(missing_ok=True)
-
-
-class RunLock:
-    """An exclusive lock on a run directory (its `.lock` file), held while a trainer writes it,
-    so that a second trainer started on the same run fails at once instead of interleaving
-    checkpoints and metrics. The OS releases it when the process ends, however it ends."""
-
-    def __init__(self, run_dir: Path):
-        self.path = Path(run_dir) / LOCK_NAME
-        self.file = None
-
-    def acquire(self) -> bool:
-        """True when this process now holds the lock; False when another process does."""
-        if fcntl is None:
-            return True
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self.file = open(self.path, "a+")
-        try:
-            fcntl.flock(self.file.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            self.file.close()
-            self.file = None
-            return False
-        self.file.seek(0)
-        self.file.truncate()
-        self.file.write(f"{os.getpid()}\n")
-        self.file.flush()
-        return True
-
-    def held_elsewhere(self) -> bool:
-        """Whether another process holds the lock now: a probe that takes a shared lock and drops
-        it at once, writing nothing. Only "would block" counts: a file system whose locks fail
-        otherwise (some network mounts) proves nothing."""
-        if fcntl is None:
-            return False
-        try:
-            probe = open(self.path)
-        except OSError:  # no lock file (no trainer ever ran here), or unreadable
-            return False
-        with probe:
-            try:
-                fcntl.flock(probe.fileno(), fcntl.LOCK_SH | fcntl.LOCK_NB)
-            except BlockingIOError:
-                return True
-            except OSError:
-                return False
-        return False
-
-    def still_in_place(self) -> bool:
-        """Whether the lock file this process holds is still `{run_dir}/.lock`: False once the
-        run directory was deleted, renamed or replaced during the run. Writing on would then
-        create a run directory that no lock guards (a second trainer could resume it at the
-        same time and prune the first one's checkpoints), or scatter the run over two."""
-        if fcntl is None or self.file is None:
-            return True
-        try:
-            held, there = os.fstat(self.file.fileno()), os.stat(self.path)
-        except OSError:
-            return False
-        return (held.st_dev, held.st_ino) == (there.st_dev, there.st_ino)
-
-    def holder(self) -> str:
-        """The pid written by the process that holds the lock, or "?"."""
-        try:
-            return self.path.read_text().strip() or "?"
-        except OSError:
-            return "?"
-
-    def release(self) -> None:
-        if self.file is not None:
-            self.file.close()
-            self.file = None
 
 
 def find_resume_checkpoint(resume: str | None, checkpoint_dir: Path, run_name: str | None) -> Path:
@@ -652,9 +566,10 @@ def _newest_policy_file(run_dir: Path) -> Path:
     newest = candidates[-1] if candidates else None
     final = run_dir / FINAL_PARAMS_NAME
     # final_params.npz is written right after the run's last checkpoint. A resumed run moves it
-    # aside, or deletes it when it is a copy of the resumed update's params
-    # (run_directory.prepare), but directories from before that rule may hold a stale one beside
-    # the newer checkpoints of a resumed, interrupted run: those win then.
+    # aside, or, when it is a copy of the resumed update's params (a finished run extended),
+    # deletes it once it has saved a newer checkpoint (`run_directory.prepare`). A kill in
+    # between, or a directory from before that rule, leaves a stale one beside the newer
+    # checkpoints: those win then.
     if final.is_file() and (newest is None or final.stat().st_mtime >= newest.stat().st_mtime):
         return final
     if newest is None:

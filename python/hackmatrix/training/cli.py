@@ -12,6 +12,8 @@ Exit codes: 0 done; 2 any other failure (one line); 3 bad arguments; 6 checkpoin
 from __future__ import annotations
 
 import contextlib
+import importlib.util
+import json
 import math
 import os
 import signal
@@ -168,7 +170,8 @@ def _reward_text(config: TrainConfig) -> str:
 
 
 def _checkpoint_state(runner, *, config, network, run_name, update, timesteps, wandb_run_id,
-                      options, explicit_config, metrics_window, forked_from) -> dict:
+                      options, explicit_config, metrics_window, unwritten_metrics_lines,
+                      forked_from) -> dict:
     import flax
     import jax
     host = jax.device_get(runner)
@@ -193,8 +196,20 @@ def _checkpoint_state(runner, *, config, network, run_name, update, timesteps, w
         "run_options": dict(options),
         "explicit_config": sorted(explicit_config),
         "metrics_window": metrics_window,
+        # Logged lines that metrics.jsonl did not take (`run_directory.write_unwritten_metrics`).
+        "unwritten_metrics_lines": list(unwritten_metrics_lines),
         "saved_at": datetime.now().isoformat(timespec="seconds"),
     }
+
+
+def _resume_point(run_dir: Path, label: str) -> str:
+    """"{label} {newest checkpoint} (update N)", or that the run directory holds none: what
+    is on disk, whatever the session believes it saved."""
+    checkpoints = ckpt.list_checkpoints(run_dir)
+    if not checkpoints:
+        return f"no checkpoint in {run_dir}"
+    update, path = checkpoints[-1]
+    return f"{label} {path} (update {update})"
 
 
 class _DispatchedChunk(NamedTuple):
@@ -241,21 +256,21 @@ class _Signals:
     the run finishes as usual, exit 0); a second one ends the process at once: with the exit code
     already decided once the session's end is saved (`outcome_saved`: 7 after the interrupted
     run's checkpoint, 0 once a completed run's final files are written, say while wandb
-    finishes), else with exit 2 and without saving, the earlier checkpoints being intact (every
-    file is replaced atomically), after `write_failed_summary` records that end in
-    summary.json."""
+    finishes), else with the exit code and message of `exit_at_once`, which looks at what the
+    run directory holds (a save in progress may have committed its checkpoint already; every
+    file is replaced atomically) and records that end in summary.json."""
 
     def __init__(self):
         self.signal_name = None
         self.say = None
-        self.write_failed_summary = None  # error message -> None
+        self.exit_at_once = None  # signal name -> (exit code, message)
         self.saved_outcome = None  # (exit code, what is saved), once the session's end is saved
 
-    def start_training(self, say, write_failed_summary) -> None:
+    def start_training(self, say, exit_at_once) -> None:
         if self.signal_name is not None:  # a set-up signal whose exception a callback swallowed
             raise interrupts.Interrupted(self.signal_name)
         self.say = say
-        self.write_failed_summary = write_failed_summary
+        self.exit_at_once = exit_at_once
 
     def outcome_saved(self, exit_code: int, saved: str) -> None:
         """The session's end is saved (`saved` says what): a signal from now on exits at once
@@ -270,7 +285,7 @@ class _Signals:
         if self.signal_name is None and self.saved_outcome is None:
             self.signal_name = name
             self.say(f"[signal] {name}: saving a checkpoint after the current chunk, then "
-                     "exiting (signal again to exit at once without saving)")
+                     "exiting (signal again to exit at once, without waiting for the save)")
             return
         code = EXIT_FAILURE
         try:  # whatever happens here (a print into a write it interrupted), the process ends
@@ -278,8 +293,7 @@ class _Signals:
                 code, saved = self.saved_outcome
                 message = f"{saved}; exiting now"
             else:
-                message = "exiting now without saving; the checkpoints saved before are intact"
-                self.write_failed_summary(f"{name} again: {message}")  # not "running"
+                code, message = self.exit_at_once(name)
             again = "" if self.signal_name is None else " again"
             print(f"[signal] {name}{again}: {message}", file=sys.stderr, flush=True)
             sys.stdout.flush()
@@ -343,6 +357,9 @@ def _train(args, signals: _Signals, cleanup: contextlib.ExitStack) -> int:
                 f"{error}{resume.earlier_checkpoint_note(given, resume_path)}") from None
         cleanup.enter_context(resume.naming_the_checkpoint(resume_path))
     options = run_options(args, saved)
+    if options["tensorboard"] and importlib.util.find_spec("tensorboardX") is None:
+        raise UsageError("--tensorboard needs the tensorboardX package (pip install -r "
+                         "requirements.txt)")
     if args.wandb is False and args.wandb_mode in ("online", "offline"):
         say(f"[config] note: --no-wandb turns wandb off: --wandb-mode {args.wandb_mode} is "
             "ignored")
@@ -469,7 +486,7 @@ def _train(args, signals: _Signals, cleanup: contextlib.ExitStack) -> int:
         ready_at = _watch_readiness(outputs) if watched else time.perf_counter
         return _DispatchedChunk(outputs, num_active, start_time, ready_at)
 
-    # wandb's start (~1 s of Python: its import, service and init) runs while the first chunk
+    # wandb's start (Python work: its import, service and init) runs while the first chunk
     # computes, instead of before it.
     first_chunk = dispatch_chunk(watched=True)
     continues_wandb_run = saved is not None and not start.forks_now
@@ -496,11 +513,13 @@ def _train(args, signals: _Signals, cleanup: contextlib.ExitStack) -> int:
 
     cleanup.push(finish_wandb)
 
-    saved_paths: list[Path] = []
     last_checkpoint, last_saved_update = resume_path, (start_update if saved else None)
+    # Lines of log_window that metrics.jsonl did not take: the next checkpoint carries them.
+    unwritten_metrics_lines: list[str] = []
+    extended_final = None  # set by `run_directory.prepare`
 
     def save_checkpoint(reason: str, session_end: bool = False) -> Path:
-        nonlocal last_checkpoint, last_saved_update
+        nonlocal last_checkpoint, last_saved_update, extended_final
         if update != last_saved_update:  # else e.g. a signal right after an interval save
             if not lock.still_in_place():
                 raise RunDirectoryGone(
@@ -511,11 +530,15 @@ def _train(args, signals: _Signals, cleanup: contextlib.ExitStack) -> int:
                                       wandb_run_id=wandb_run_id, options=options,
                                       explicit_config=start.explicit_config,
                                       metrics_window=window.state(window_seconds),
+                                      unwritten_metrics_lines=unwritten_metrics_lines,
                                       forked_from=start.forked_from)
             path = ckpt.save_checkpoint(run_dir, state)
-            saved_paths[:] = ckpt.prune_checkpoints(run_dir, options["keep_checkpoints"])
-            console.print(f"[checkpoint] update={update} saved {path} ({reason})")
             last_checkpoint, last_saved_update = path, update
+            if extended_final is not None:  # the finished run's end is no longer the newest
+                extended_final.unlink(missing_ok=True)
+                extended_final = None
+            ckpt.prune_checkpoints(run_dir, options["keep_checkpoints"])
+            console.print(f"[checkpoint] update={update} saved {path} ({reason})")
         if last_checkpoint != resume_path:  # that one was logged by the session that saved it
             sink.log_checkpoint([last_checkpoint, ckpt.params_path(run_dir, update)], update,
                                 session_end=session_end)
@@ -532,21 +555,21 @@ def _train(args, signals: _Signals, cleanup: contextlib.ExitStack) -> int:
             "backend": backend,
             "cpu_compile": xla_options.cpu_compile_mode(backend),
             "sps": session_steps / train_seconds if train_seconds > 0 else None,
-            "checkpoints": [os.path.abspath(p) for p in saved_paths],
-            "final_params": (os.path.abspath(run_dir / ckpt.FINAL_PARAMS_NAME)
-                             if status == "completed" else None),
+            **run_directory.files_on_disk(run_dir),
             "resumed_from": os.path.abspath(resume_path) if resume_path else None,
             "forked_from": start.forked_from,
             "wandb": {"mode": sink.mode if sink.active else "disabled", "run_id": wandb_run_id,
                       "dir": sink.run_directory},
+            "tensorboard": os.path.abspath(tensorboard.directory) if tensorboard else None,
         }
 
     def log_window() -> None:
         nonlocal last_record, window_seconds
-        record = {"update": update, "timesteps": timesteps,
+        record = {"update": update, "timesteps": timesteps, **resume_mark,
                   "train/sps": window.steps / window_seconds,
                   **window.summarize(), **pending_eval}
         pending_eval.clear()
+        resume_mark.clear()
         # A signal can end a resumed run before its first update, with the checkpoint's
         # part-filled window to log: no pace measured yet, so the ETA is unknown ("?").
         updates_run = update - start_update
@@ -555,11 +578,20 @@ def _train(args, signals: _Signals, cleanup: contextlib.ExitStack) -> int:
                                     (num_updates - update) * seconds_per_update))
         for warning in M.health_warnings(record):
             console.print(warning)
-        metrics_file.write(record)
+        try:
+            metrics_file.write(record)
+        except OSError:
+            # The line leaves the window all the same: the checkpoint saved after this error
+            # carries it for the resume to write, which then logs each update once.
+            unwritten_metrics_lines.append(json.dumps(M.json_safe(record)))  # as write() does
+            raise
+        finally:
+            last_record = record
+            window.reset()
+            window_seconds = 0.0
         sink.log(record)
-        last_record = record
-        window.reset()
-        window_seconds = 0.0
+        if tensorboard:
+            tensorboard.log(record)
 
     console = M.Console(num_updates, start_update)
     last_record: dict = {}
@@ -567,10 +599,21 @@ def _train(args, signals: _Signals, cleanup: contextlib.ExitStack) -> int:
     last_save_time = time.monotonic()
     save_every_seconds = None if save_interval else options["save_interval_minutes"] * 60
     exit_code = EXIT_OK
+    run_complete = False  # its final params are saved: an error after that loses nothing
     # Only now, at the end of set-up (the compile and wandb's start done): a mistaken --resume
     # interrupted during set-up must leave the run directory as it was.
     metrics_file = M.MetricsFile(run_dir)
-    run_directory.prepare(run_dir, saved, start_update, metrics_file, say)
+    extended_final = run_directory.prepare(run_dir, saved, start_update, metrics_file, say)
+    # The first record logged after a resume says where it resumed (plot_metrics.py marks it).
+    resume_mark = ({"resumed_at_update": start_update, "resumed_at_timesteps": start_timesteps}
+                   if saved is not None else {})
+    tensorboard = None
+    if options["tensorboard"]:  # after `prepare`: it mirrors what metrics.jsonl holds now
+        from hackmatrix.training.tensorboard_sink import TensorBoardSink
+        tensorboard = TensorBoardSink.open(
+            run_dir, start_timesteps, f"after_update_{start_update}" if saved else "earlier_run",
+            say)
+        cleanup.callback(tensorboard.close)
     evaluator, pending_eval = None, {}
     if eval_interval:  # after `prepare`, which sets aside a best_params.npz of later updates
         from hackmatrix.training.evaluation import InTrainingEvaluator
@@ -580,8 +623,24 @@ def _train(args, signals: _Signals, cleanup: contextlib.ExitStack) -> int:
     # Replaced when the session ends; a summary still "running" tells whoever reads it after a
     # SIGKILL that this session never finished (not that an earlier one completed).
     M.write_summary(run_dir, summary("running"))
-    signals.start_training(console.print, lambda error: M.write_summary(
-        run_dir, {**summary("failed"), "error": error}))
+
+    def exit_at_once(signal_name: str) -> tuple[int, str]:
+        """A second signal before the session's end is saved: exit 7 if the run directory holds
+        a checkpoint of the update reached (a save in progress may have committed it), as
+        after a first signal; else exit 2, naming the newest checkpoint the run goes on from."""
+        checkpoints = ckpt.list_checkpoints(run_dir)
+        if checkpoints and checkpoints[-1][0] == update:
+            code, status = EXIT_INTERRUPTED, "interrupted"
+            message = (f"{checkpoints[-1][1]} holds update {update}, the last one trained; "
+                       f"exiting now (resume with --resume {run_dir})")
+        else:
+            code, status = EXIT_FAILURE, "failed"
+            message = (f"exiting now without saving update {update}; "
+                       f"{_resume_point(run_dir, 'the run goes on from')}")
+        M.write_summary(run_dir, {**summary(status), "error": f"{signal_name} again: {message}"})
+        return code, message
+
+    signals.start_training(console.print, exit_at_once)
     try:
         while update < num_updates and signals.signal_name is None:
             chunk = first_chunk or dispatch_chunk()
@@ -637,6 +696,7 @@ def _train(args, signals: _Signals, cleanup: contextlib.ExitStack) -> int:
         save_checkpoint("final", session_end=True)
         ckpt.save_params(run_dir / ckpt.FINAL_PARAMS_NAME, jax.device_get(runner.train.params),
                          network)
+        run_complete = True
         final = summary("completed")
         M.write_summary(run_dir, final)
         signals.outcome_saved(EXIT_OK, "the run is complete")
@@ -646,9 +706,9 @@ def _train(args, signals: _Signals, cleanup: contextlib.ExitStack) -> int:
                       f"summary={run_dir / M.SUMMARY_FILE}")
         return EXIT_OK
     except NonFiniteLoss as error:
-        kept = f"last good checkpoint: {last_checkpoint}" if last_checkpoint else "no checkpoint saved yet"
         M.write_summary(run_dir, {**summary("failed"), "error": str(error)})
-        print(f"error: {one_line(str(error))}; stopped without saving ({kept})", file=sys.stderr)
+        print(f"error: {one_line(str(error))}; stopped without saving "
+              f"({_resume_point(run_dir, 'last good checkpoint:')})", file=sys.stderr)
         exit_code = EXIT_FAILURE
         return exit_code
     except OSError as error:
@@ -665,15 +725,24 @@ def _train(args, signals: _Signals, cleanup: contextlib.ExitStack) -> int:
             kept = (f"; the run directory {run_dir} was deleted, renamed or replaced during the "
                     "run: nothing more saved")
         else:
-            kept = (f"; last checkpoint: {last_checkpoint}" if last_checkpoint
-                    else "; no checkpoint saved")
+            # What the run directory holds decides the message: a save that failed part-way
+            # may have committed nothing, or its checkpoint.
+            saved_now, kept = None, ""
             if update != last_saved_update:
                 try:
-                    kept = f"; saved {save_checkpoint('after the error', session_end=True)} first"
-                except Exception:  # noqa: BLE001  (the first error is the one to report)
-                    pass
-            with contextlib.suppress(OSError):
-                M.write_summary(run_dir, {**summary("failed"), "error": message})
+                    saved_now = save_checkpoint("after the error", session_end=True)
+                except Exception as save_error:  # noqa: BLE001  (the first error is reported)
+                    kept = f"; update {update} could not be saved either ({error_line(save_error)})"
+            if run_complete:
+                kept = f"; the run is complete ({ckpt.FINAL_PARAMS_NAME} is saved)"
+            else:
+                kept = (f"; saved {saved_now} first" if saved_now
+                        else f"{kept}; {_resume_point(run_dir, 'the run goes on from')}")
+            try:
+                M.write_summary(run_dir, {**summary("completed" if run_complete else "failed"),
+                                          "error": message})
+            except OSError as summary_error:
+                kept += f"; {M.SUMMARY_FILE} not rewritten ({error_line(summary_error)})"
         if args.verbose:
             traceback.print_exc()
         print(f"error: {one_line(message)}{kept}", file=sys.stderr)

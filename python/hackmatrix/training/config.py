@@ -14,12 +14,21 @@ from hackmatrix.messages import shown
 # Auto-scaling reference (specs/training.md): 256 envs x 128 steps, 4 minibatches x 4 epochs.
 REFERENCE_BATCH_SIZE = 256 * 128
 TARGET_MINIBATCH_SIZE = 8192
-TARGET_GRADIENT_STEPS = 32
+# Large batches keep the reference's epochs (each sample used 4 times) up to this many gradient
+# steps per update: with one epoch, 2048 x 128 learned far less per env step (specs/learning.md).
+MAX_GRADIENT_STEPS = 128
 MAX_UPDATES_PER_CHUNK = 10
 MAX_SEED = 2**32 - 1
 # Counts and the batch index int32 arrays; the learning-rate schedule computes in float32.
 MAX_COUNT = 2**31 - 1
 MAX_FLOAT32 = float(np.finfo(np.float32).max)
+# Bounds on what would take the machine's memory or days, refused before any work (exit 3): a
+# trillion steps is days even at millions of steps a second; the compile grows with the layers
+# (64 tiny ones take about a minute of CPU time on CPU, 100,000 would take days); 2**28
+# hidden-to-hidden weights are 1 GiB of float32, 4 GiB with the gradients and Adam's moments.
+MAX_TOTAL_TIMESTEPS = 10**12
+MAX_NUM_LAYERS = 64
+MAX_HIDDEN_WEIGHTS = 2**28
 
 
 class ConfigError(ValueError):
@@ -39,8 +48,9 @@ class TrainConfig:
     gae_lambda: float = 0.95
     clip_eps: float = 0.2
     ent_coef: float = 0.01
-    # The entropy coefficient moves linearly from ent_coef to ent_coef_end over the run.
-    ent_coef_end: float = 0.01
+    # The entropy coefficient moves linearly from ent_coef to ent_coef_end over the run;
+    # None: it stays at ent_coef.
+    ent_coef_end: float | None = None
     vf_coef: float = 0.5
     clip_value_loss: bool = True
     max_grad_norm: float = 0.5
@@ -59,6 +69,10 @@ class TrainConfig:
     log_interval: int = 1
     # Devices that share the envs (data parallelism; the result depends on it).
     num_devices: int = 1
+
+    def __post_init__(self):
+        if self.ent_coef_end is None:
+            object.__setattr__(self, "ent_coef_end", self.ent_coef)
 
     @property
     def updates_per_chunk(self) -> int:
@@ -150,9 +164,9 @@ def auto_scale_for_batch_size(config: TrainConfig,
         below the configured value, and whose minibatches hold 4,096-16,384 samples, the one
         closest (in log scale) to batch_size / 8192, so minibatches stay ~8,192 samples; if there
         is none (an awkward batch size such as a prime), the configured value is kept.
-    update_epochs: max(1, min(configured, round(32 / num_minibatches))), so gradient steps per
-        update stay ~32 without ever adding epochs (so above 262,144 steps, at 1 epoch, they grow
-        with the batch).
+    update_epochs: max(1, min(configured, 128 // num_minibatches)), so each sample is trained
+        on as often as in the reference (4 epochs) while an update takes at most 128 gradient
+        steps; beyond 128 minibatches (a batch above ~1M samples), 1 epoch.
     Values named in `explicit` (set by the user) are never changed. Returns the new config and a
     {field: (old, new)} dict of what changed.
     """
@@ -169,8 +183,7 @@ def auto_scale_for_batch_size(config: TrainConfig,
             num_minibatches = min(candidates, key=lambda d: (abs(math.log(d / target)), d))
     update_epochs = config.update_epochs
     if "update_epochs" not in explicit and num_minibatches >= 1:  # else `validate` reports it
-        update_epochs = max(1, min(config.update_epochs,
-                                   round(TARGET_GRADIENT_STEPS / num_minibatches)))
+        update_epochs = max(1, min(config.update_epochs, MAX_GRADIENT_STEPS // num_minibatches))
     if num_minibatches != config.num_minibatches:
         changes["num_minibatches"] = (config.num_minibatches, num_minibatches)
     if update_epochs != config.update_epochs:
@@ -205,7 +218,8 @@ def validate(config: TrainConfig) -> None:
                     "bool": (is_bool, "true or false"),
                     "int": (isinstance(value, numbers.Integral) and not is_bool, "an integer"),
                     "float": (isinstance(value, numbers.Real) and not is_bool, "a number")}
-        valid, description = expected[field.type]
+        # An optional field has its value by now (`__post_init__`).
+        valid, description = expected[field.type.removesuffix(" | None")]
         if not valid:
             raise ConfigError(f"{field.name} must be {description}, got {value!r}")
     positive_ints = ("total_timesteps", "num_envs", "num_steps", "num_minibatches", "update_epochs",
@@ -213,15 +227,23 @@ def validate(config: TrainConfig) -> None:
     for name in positive_ints:
         if getattr(config, name) < 1:
             raise ConfigError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(config, name)}")
-        limit = MAX_FLOAT32 if name == "total_timesteps" else MAX_COUNT
+        limit = {"total_timesteps": MAX_TOTAL_TIMESTEPS,
+                 "num_layers": MAX_NUM_LAYERS}.get(name, MAX_COUNT)
         if getattr(config, name) > limit:
-            raise ConfigError(f"--{name.replace('_', '-')} must be at most {limit:.4g}, got "
+            raise ConfigError(f"--{name.replace('_', '-')} must be at most {limit:,}, got "
                               f"{shown(getattr(config, name))}")
     # As for the batch: a larger array is more than XLA's 32-bit indices can address.
     if config.hidden_dim ** 2 > MAX_COUNT:
         raise ConfigError(f"--hidden-dim {config.hidden_dim} makes hidden weight matrices of "
                           f"{config.hidden_dim ** 2} entries, over {MAX_COUNT}: at most "
                           f"{math.isqrt(MAX_COUNT)}")
+    torsos = 1 if config.shared_torso else 2
+    hidden_weights = torsos * (config.num_layers - 1) * config.hidden_dim ** 2
+    if hidden_weights > MAX_HIDDEN_WEIGHTS:
+        raise ConfigError(f"--hidden-dim {config.hidden_dim} with --num-layers "
+                          f"{config.num_layers} makes {hidden_weights:,} hidden weights in "
+                          f"{torsos} torso(s), over the {MAX_HIDDEN_WEIGHTS:,} that train "
+                          "within memory")
     # Imported here: the flags are checked before JAX is imported.
     from hackmatrix.game import reward_options
     from hackmatrix.training.network import architecture_problem, first_layer_inputs

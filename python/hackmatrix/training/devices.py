@@ -27,10 +27,13 @@ def request_cpu_devices(count: int) -> None:
     """Have JAX's CPU backend show `count` devices (at least; at most MAX_CPU_DEVICES), if its
     backends have not started yet; afterwards the count is fixed and this does nothing."""
     import jax
-    from jax._src import xla_bridge
     count = min(count, MAX_CPU_DEVICES)
-    if count > 1 and not xla_bridge.backends_are_initialized():
+    if count <= 1:
+        return
+    try:
         jax.config.update("jax_num_cpu_devices", max(count, jax.config.jax_num_cpu_devices))
+    except RuntimeError:  # JAX refuses a new count once its backends have started
+        pass
 
 
 def missing_devices_error(requested: int) -> str | None:

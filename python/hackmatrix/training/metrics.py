@@ -25,8 +25,11 @@ APPROX_KL_LIMIT = 0.08
 CLIP_FRACTION_LIMIT = 0.35
 ENTROPY_FLOOR = 0.1
 
+# Per-update values a log window averages. The losses must be finite (a non-finite one stops
+# the run); explained variance is NaN for a rollout whose value targets do not vary.
 LOSS_KEYS = ("pg_loss", "value_loss", "entropy", "approx_kl", "clip_fraction", "total_loss",
              "grad_norm")
+MEAN_KEYS = (*LOSS_KEYS, "explained_variance")
 SUM_KEYS = ("reward_sum", "episode_return_sum", "episode_length_sum", "num_episodes",
             "reward_components_sum", "move_count", "siphon_count", "program_count",
             "invalid_action_count", "ended_stage_sum", "episodes_won", "episodes_died",
@@ -53,7 +56,7 @@ class MetricsWindow:
         for key in SUM_KEYS:
             total = np.asarray(chunk_metrics[key][:num_active], np.float64).sum(axis=0)
             self.sums[key] = self.sums.get(key, 0) + total
-        for key in LOSS_KEYS:
+        for key in MEAN_KEYS:
             self.loss_sums[key] = self.loss_sums.get(key, 0.0) + float(
                 np.asarray(chunk_metrics[key][:num_active], np.float64).sum())
         self.highest_stage = max(self.highest_stage,
@@ -76,7 +79,10 @@ class MetricsWindow:
         updates, steps, seconds = int(state["updates"]), int(state["steps"]), float(state["seconds"])
         sums = {key: np.asarray(state["sums"][key], np.float64) for key in state["sums"]}
         loss_sums = {key: float(state["loss_sums"][key]) for key in state["loss_sums"]}
-        complete = set(sums) == set(SUM_KEYS) and set(loss_sums) == set(LOSS_KEYS)
+        complete = (set(sums) == set(SUM_KEYS)
+                    and set(LOSS_KEYS) <= set(loss_sums) <= set(MEAN_KEYS))
+        if updates:  # a window saved without explained variance logs it as undefined
+            loss_sums.setdefault("explained_variance", math.nan)
         if updates < 0 or steps < 0 or not math.isfinite(seconds) or seconds < 0 or (
                 updates and not complete) or (not updates and (sums or loss_sums)):
             raise ValueError(f"inconsistent window of {updates} updates")
@@ -90,7 +96,7 @@ class MetricsWindow:
         steps = self.steps
         episodes = float(self.sums["num_episodes"])
         per_episode = (lambda key: float(self.sums[key]) / episodes) if episodes else (lambda key: math.nan)
-        metrics = {f"train/{key}": self.loss_sums[key] / self.updates for key in LOSS_KEYS}
+        metrics = {f"train/{key}": self.loss_sums[key] / self.updates for key in MEAN_KEYS}
         metrics.update({
             "train/mean_episode_return": per_episode("episode_return_sum"),
             "train/mean_episode_length": per_episode("episode_length_sum"),
@@ -118,11 +124,8 @@ def losses_are_finite(chunk_metrics: dict, num_active: int) -> bool:
 
 
 def _fmt(value: float) -> str:
-    if isinstance(value, int):
-        return str(value)
-    if not math.isfinite(value):
-        return "nan"
-    return f"{value:.4g}" if abs(value) >= 1e-3 or value == 0 else f"{value:.3e}"
+    # At most 9 characters ("-1.23e-05"), so that the [train] line keeps within LINE_WIDTH.
+    return f"{value:.3g}" if math.isfinite(value) else "nan"
 
 
 def format_duration(seconds: float) -> str:
@@ -134,27 +137,24 @@ def format_duration(seconds: float) -> str:
     return f"{hours}h{minutes:02d}m{secs:02d}s" if hours else f"{minutes}m{secs:02d}s"
 
 
+# The [train] line fits a terminal this wide (a 160-column tmux pane); everything else is in
+# metrics.jsonl (and the TensorBoard events).
+LINE_WIDTH = 160
 STDOUT_FIELDS = (
-    ("mean_episode_return", "train/mean_episode_return"),
-    ("mean_stage", "stats/mean_final_stage"),
-    ("mean_episode_length", "train/mean_episode_length"),
-    ("num_episodes", "train/num_episodes"),
-    ("mean_reward", "train/mean_reward"),
-    ("pg_loss", "train/pg_loss"),
-    ("value_loss", "train/value_loss"),
+    ("return", "train/mean_episode_return"),
+    ("stage", "stats/mean_final_stage"),
     ("entropy", "train/entropy"),
-    ("approx_kl", "train/approx_kl"),
-    ("clip_fraction", "train/clip_fraction"),
-    ("highest_stage", "stats/highest_stage"),
+    ("kl", "train/approx_kl"),
+    ("clip", "train/clip_fraction"),
+    ("ev", "train/explained_variance"),
 )
 
 
 def format_line(record: dict, num_updates: int, eta_seconds: float) -> str:
-    """One grep-friendly `key=value` line per logged update."""
+    """One grep-friendly `key=value` line per logged update, within LINE_WIDTH columns."""
     parts = [f"update={record['update']}/{num_updates}", f"timesteps={record['timesteps']}",
-             f"sps={record['train/sps']:.0f}"]
+             f"sps={record['train/sps']:.0f}", f"eta={format_duration(eta_seconds)}"]
     parts += [f"{name}={_fmt(record[key])}" for name, key in STDOUT_FIELDS]
-    parts.append(f"eta={format_duration(eta_seconds)}")
     return "[train] " + " ".join(parts)
 
 

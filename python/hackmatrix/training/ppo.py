@@ -151,6 +151,20 @@ def compute_gae(values: jax.Array, rewards: jax.Array, dones: jax.Array, last_va
     return advantages, advantages + values
 
 
+def explained_variance(values: jax.Array, targets: jax.Array,
+                       mean: Callable[[jax.Array], jax.Array] = lambda x: x) -> jax.Array:
+    """1 - Var(targets - values) / Var(targets) over every element: 1 when the value head
+    predicts its targets exactly, 0 when it does no better than their mean, negative when worse;
+    NaN when the targets do not vary. `mean` averages a per-device mean over the devices."""
+    def variance(x):
+        centre = mean(x.mean())
+        return mean(jnp.square(x - centre).mean())
+
+    target_variance = variance(targets)
+    return jnp.where(target_variance > 0,
+                     1.0 - variance(targets - values) / target_variance, jnp.nan)
+
+
 class Trainer(NamedTuple):
     network: ActorCritic
     optimizer: optax.GradientTransformation
@@ -206,9 +220,8 @@ def make_trainer(config: TrainConfig, env, env_params) -> Trainer:
 
     def init_shapes(key: jax.Array) -> RunnerState:
         """`jax.eval_shape(init, key)`. An env with `reset_shapes(params)` (the shapes of one
-        env's reset) spares tracing its reset here: the HackMatrix reset generates a stage,
-        ~0.7 s of tracing at 256 envs that the CLI would otherwise spend before it can lower
-        the update chunk."""
+        env's reset) spares tracing its reset here: the HackMatrix reset generates a stage, whose
+        tracing the CLI would otherwise do before it can lower the update chunk."""
         reset_shapes = getattr(env, "reset_shapes", None)
         if reset_shapes is None:
             return jax.eval_shape(init, key)
@@ -250,7 +263,7 @@ def make_trainer(config: TrainConfig, env, env_params) -> Trainer:
     def rollout(params, envs: EnvBatch, rng):
         # Rollout data is env-major, so num_envs leads like all per-env data. The observations
         # go straight into place: stacked time first by the scan and swapped afterwards, they
-        # were copied once more per update.
+        # would be copied once more per update.
         observations = jax.tree.map(
             lambda obs: jnp.zeros((num_envs, num_steps) + obs.shape[1:], obs.dtype), envs.obs)
         (_, envs, rng, observations), (transitions, stats) = jax.lax.scan(
@@ -338,6 +351,9 @@ def make_trainer(config: TrainConfig, env, env_params) -> Trainer:
             schedule_timesteps=train.schedule_timesteps + jnp.float32(config.batch_size))
 
         metrics = {name: value.mean() for name, value in diagnostics.items()}
+        # The rollout's values against the GAE targets, before this update trains on them.
+        metrics["explained_variance"] = explained_variance(transitions.value, targets,
+                                                           device_mean)
         metrics.update(over_devices(rollout_metrics(transitions, stats)))
         metrics["learning_rate"] = lr
         metrics["ent_coef"] = jnp.float32(ent_coef)

@@ -10,7 +10,8 @@ import numpy as np
 
 from hackmatrix.training import checkpoint as ckpt
 from hackmatrix.training import devices, schedules
-from hackmatrix.training.arguments import ARCHITECTURE_FIELDS, UsageError, explicit_values
+from hackmatrix.training.arguments import (ARCHITECTURE_FIELDS, UsageError, explicit_values,
+                                           run_name_problem)
 from hackmatrix.training.config import TrainConfig
 from hackmatrix.training.config import LEGACY_ARCHITECTURE
 
@@ -153,6 +154,9 @@ def check_not_set_aside(checkpoint: Path) -> None:
 
 
 def check_flags(args, saved: dict, run_dir: Path, say) -> None:
+    if (problem := run_name_problem(run_name_of(run_dir))) is not None:
+        raise UsageError(f"the run directory {run_dir} names the run, and its name {problem}: a "
+                         "run's name shows within one log line; rename the directory")
     if args.run_name and args.run_name != run_name_of(run_dir):
         raise UsageError(f"--run-name {args.run_name} but the checkpoint belongs to run "
                          f"'{run_name_of(run_dir)}' ({run_dir}): a resumed run keeps its name "

@@ -70,8 +70,8 @@ def build_runner_and_chunk(trainer, schedule, key, saved, config, keep_optimizer
     shapes (`trainer.init_shapes`, which does not trace the envs' reset); then two worker threads
     run at once, one compiling the chunk (XLA compiles outside the GIL) while the other traces,
     lowers, compiles and runs `init`. The chunk's tracing comes first, alone: Python work beside
-    an XLA compile gets only part of a core on a 2-core machine (measured: 3.2 s beside `init`'s
-    compile, 1.7 s alone), and the chunk's compile is the long pole that everything waits for;
+    an XLA compile gets only part of a core on a small machine, and the chunk's compile is the
+    long pole that everything waits for;
     `init`'s tracing fits beside its first, single-threaded phase (XLA's HLO passes). A
     checkpoint is checked against those shapes before any compile starts, so a bad one fails at
     once. The compiles run off the main thread because there SIGINT would abandon a compile

@@ -7,8 +7,9 @@ answers within two seconds, else offline (sync later with `wandb sync`). Online 
 name goes offline too, with a warning, without credentials or a server that answers: wandb would
 otherwise block for a minute and then give up. "online" is passed to wandb only when the user
 asked for it: an implicit online run lets wandb read WANDB_MODE itself.
-A wandb failure prints one warning and disables the sink (a failed checkpoint upload only warns:
-logging goes on); training continues.
+An online run whose wandb.init fails (or times out after 60 s) starts again offline, with one
+warning. Any other wandb failure prints one warning and disables the sink (a failed checkpoint
+upload only warns: logging goes on); training continues.
 """
 
 from __future__ import annotations
@@ -117,20 +118,10 @@ class WandbSink:
         self.warn = warn
         if mode == "disabled":
             return
-        try:
-            import wandb
-            self._wandb = wandb
-            # Absolute: wandb's run directory then is too, as summary.json's paths are.
-            directory = Path(os.path.abspath(directory))
-            directory.mkdir(parents=True, exist_ok=True)
-            self.run = wandb.init(
-                project=project, entity=entity, name=run_name, id=run_id,
-                resume="allow" if resuming else None, config=config, dir=str(directory),
-                mode=None if mode == "online" and not online_requested else mode,
-                settings=wandb.Settings(init_timeout=60, silent=True))
-        except Exception as error:  # wandb raises many types; none may stop training
-            self._disable(f"wandb init ({mode}) failed, continuing without wandb: "
-                          f"{type(error).__name__}: {error}")
+        self.run = self._start(directory, online_requested, project=project, entity=entity,
+                               name=run_name, id=run_id, resume="allow" if resuming else None,
+                               config=config)
+        if self.run is None:
             return
         try:
             # Charts are drawn against the update number, logged with each record, not against
@@ -141,11 +132,40 @@ class WandbSink:
         except Exception as error:
             self._disable(f"wandb define_metric failed, continuing without wandb: {error}")
             return
-        if mode == "offline":
+        if self.mode == "offline":
             # Each session of a resumed run logs to a folder of its own: sync them all.
             sessions = Path(self.run_directory).parent.parent / f"offline-run-*-{run_id}"
             warn(f"[wandb] offline: logging to {self.run_directory}; upload this run's sessions "
                  f"later with `wandb sync {sessions}`")
+
+    def _start(self, directory: Path, online_requested: bool, **init_args):
+        """wandb's run in `self.mode`; online, when wandb cannot start it (a server that answered
+        the probe but is not wandb's, or never replies: init times out after 60 s), offline
+        instead, so that the metrics are kept for `wandb sync`. None when wandb fails."""
+        try:
+            import wandb
+            self._wandb = wandb
+            # Absolute: wandb's run directory then is too, as summary.json's paths are.
+            directory = Path(os.path.abspath(directory))
+            directory.mkdir(parents=True, exist_ok=True)
+            init_args.update(dir=str(directory),
+                             settings=wandb.Settings(init_timeout=60, silent=True))
+            try:
+                return wandb.init(**init_args, mode=None if self.mode == "online"
+                                  and not online_requested else self.mode)
+            except Exception as error:
+                if self.mode != "online":
+                    raise
+                self._say(f"wandb init (online) failed, logging offline instead: "
+                          f"{type(error).__name__}: {error}")
+                self.mode = "offline"
+                # The failed run still holds its id in wandb's service: a new service frees it.
+                wandb.teardown()
+                return wandb.init(**init_args, mode="offline")
+        except Exception as error:  # wandb raises many types; none may stop training
+            self._disable(f"wandb init ({self.mode}) failed, continuing without wandb: "
+                          f"{type(error).__name__}: {error}")
+            return None
 
     @property
     def active(self) -> bool:
@@ -155,10 +175,13 @@ class WandbSink:
     def run_directory(self) -> str | None:
         return getattr(self.run, "dir", None) if self.run is not None else None
 
-    def _disable(self, message: str) -> None:
+    def _say(self, message: str) -> None:
         # wandb's errors span several lines (a network error quotes its whole request); a
         # warning in the training log is one line.
         self.warn(f"[wandb] {' '.join(message.split())}")
+
+    def _disable(self, message: str) -> None:
+        self._say(message)
         self.run = None
 
     def log(self, metrics: dict) -> None:

@@ -11,7 +11,7 @@ import jax.numpy as jnp
 import pytest
 
 from hackmatrix.bench import kernels
-from hackmatrix.bench.arguments import add_count_list, positive_int, positive_int_list
+from hackmatrix.bench.arguments import add_count_list, env_count, positive_int, positive_int_list
 from hackmatrix.tools.cli import ArgumentParser
 
 BENCHMARK = pathlib.Path(__file__).resolve().parents[2] / "scripts" / "benchmark.py"
@@ -80,6 +80,21 @@ def test_positive_int_arguments():
             positive_int(bad)
     with pytest.raises(argparse.ArgumentTypeError):
         positive_int_list("64,,256")
+
+
+def test_benchmark_counts_that_would_fill_the_memory_or_run_for_days_are_refused(capsys):
+    assert positive_int("1000000") == 1_000_000 and env_count("1048576") == 2**20
+    with pytest.raises(argparse.ArgumentTypeError, match="expected at most 1,000,000, got"):
+        positive_int("1000001")
+    with pytest.raises(argparse.ArgumentTypeError, match="expected at most 1,048,576, got"):
+        env_count("1048577")
+    parser = ArgumentParser(prog="benchmark.py env")
+    add_count_list(parser, "--num-envs", [64], "env counts")
+    assert "each at most 1,048,576" in parser.format_help()
+    with pytest.raises(SystemExit) as exit_info:
+        parser.parse_args(["--num-envs", "64,2000000"])
+    assert exit_info.value.code == 3
+    assert "expected at most 1,048,576, got 2000000" in capsys.readouterr().err
 
 
 def test_every_benchmark_list_takes_spaces_commas_or_both():

@@ -159,8 +159,11 @@ def test_cli_errors(tmp_path, capsys):
      "--baselines none means no baselines: it cannot be combined with others"),
     (["--episodes", "0"], "--episodes must be >= 1, got 0"),
     (["--max-steps", "-3"], "--max-steps must be >= 1, got -3"),
-    (["--episodes", str(MAX_COUNT + 1)], f"--episodes must be at most {MAX_COUNT}, got "
+    # Sizes that would exhaust memory or time: refused before any work, as --help states.
+    (["--episodes", "1000000000"], "--episodes must be at most 65,536, got 1000000000"),
+    (["--episodes", str(MAX_COUNT + 1)], f"--episodes must be at most 65,536, got "
                                           f"{MAX_COUNT + 1}"),
+    (["--max-steps", "100001"], "--max-steps must be at most 100,000, got 100001"),
 ])
 def test_a_bad_baseline_list_or_count_is_named_in_one_line(argv, error, capsys):
     with pytest.raises(SystemExit) as exit_info:

@@ -710,6 +710,9 @@ AT_LEAST_ONE = [Value("1", True), Value("3", True), Value(" 2 ", True), Value("+
                 Value("1" + "0" * 30, True), Value("0", True, False), Value("-1", True, False),
                 Value("1.5", False), Value("1e3", False), Value("", False), Value("two", False),
                 Value("0x10", False), Value("nan", False), Value("9" * 5000, False)]
+# Counts bounded in --help (what would exhaust memory or time): a huge one is refused.
+BOUNDED_COUNT = [Value(value.text, value.parses, value.usable and value.text != "1" + "0" * 30)
+                 for value in AT_LEAST_ONE]
 SECONDS = [Value("0", True), Value("0.3", True), Value("600", True), Value("1e-3", True),
            Value("-0", True), Value("600.5", False), Value("-0.1", False), Value("nan", False),
            Value("inf", False), Value("-inf", False), Value("1e3", False), Value("", False),
@@ -773,13 +776,13 @@ class Flag:
 
 
 WATCH_FLAGS = [Flag("--latest", None), Flag("--checkpoint-dir", CHECKPOINT_DIRS),
-               Flag("--episodes", AT_LEAST_ONE), Flag("--deterministic", None),
+               Flag("--episodes", BOUNDED_COUNT), Flag("--deterministic", None),
                Flag("--delay", SECONDS), Flag("--step", None), Flag("--seed", SEEDS),
-               Flag("--scenario", SCENARIO_FILES), Flag("--max-steps", AT_LEAST_ONE),
+               Flag("--scenario", SCENARIO_FILES), Flag("--max-steps", BOUNDED_COUNT),
                Flag("--no-color", None), Flag("--top", AT_LEAST_ONE), Flag("--gif", OUTPUTS)]
 EVALUATE_FLAGS = [Flag("--latest", None), Flag("--checkpoint-dir", CHECKPOINT_DIRS),
-                  Flag("--baselines", BASELINES), Flag("--episodes", AT_LEAST_ONE),
-                  Flag("--seed", SEEDS), Flag("--max-steps", AT_LEAST_ONE),
+                  Flag("--baselines", BASELINES), Flag("--episodes", BOUNDED_COUNT),
+                  Flag("--seed", SEEDS), Flag("--max-steps", BOUNDED_COUNT),
                   Flag("--deterministic", None), Flag("--json", OUTPUTS)]
 WATCH_CHECKPOINTS = ["models/agent.npz", "checkpoints/run", "checkpoints/run/params_2.npz"]
 EVALUATE_CHECKPOINTS = [*WATCH_CHECKPOINTS, "absent.npz", "random", "exit-runner"]

@@ -119,7 +119,7 @@ def test_help_names_every_panel_drawn(tmp_path, capsys, drawn_figures):
     assert plot_main([str(run_dir)]) == 0
     (figure,) = drawn_figures
     titles = [ax.get_title() for ax in figure.axes]
-    assert len(titles) == 10
+    assert len(titles) == 14
     assert all([text.get_text() for text in ax.texts] == ["not logged"] for ax in figure.axes)
     capsys.readouterr()
     with pytest.raises(SystemExit):
@@ -128,6 +128,47 @@ def test_help_names_every_panel_drawn(tmp_path, capsys, drawn_figures):
     assert all(title in help_text for title in titles), titles
     assert 'A panel whose keys the run did not log reads "not logged".' in help_text
     assert f"health threshold ({APPROX_KL_LIMIT} and {CLIP_FRACTION_LIMIT})" in help_text
+
+
+def _curve(figure, title):
+    (ax,) = [ax for ax in figure.axes if ax.get_title() == title]
+    (line,) = [line for line in ax.get_lines() if line.get_linestyle() != ":"]
+    return list(line.get_xdata()), list(line.get_ydata())
+
+
+def _resume_lines(figure):
+    return [[line.get_xdata()[0] for line in ax.get_lines() if line.get_linestyle() == ":"]
+            for ax in figure.axes]
+
+
+def test_training_health_panels_smoothing_and_resume_marks(tmp_path, drawn_figures, capsys):
+    records = [{**_full_record(u), "train/value_loss": float(u), "train/grad_norm": 0.5,
+                "train/learning_rate": 1e-3 * (1 - u / 8), "train/explained_variance": 0.1 * u}
+               for u in range(1, 7)]
+    # Resumed at updates 2 and 4 (the second from a checkpoint between log lines).
+    records[2].update(resumed_at_update=2, resumed_at_timesteps=2048)
+    records[4].update(resumed_at_update=4, resumed_at_timesteps=4096)
+    run_dir = tmp_path / "run"
+    _write_metrics(run_dir, records)
+    assert plot_main([str(run_dir), "--smooth", "3"]) == 0
+    (figure,) = drawn_figures
+    assert _curve(figure, "Value loss") == ([1024 * u for u in range(1, 7)],
+                                            [1.0, 1.5, 2.0, 3.0, 4.0, 5.0])
+    assert _curve(figure, "Gradient norm (before clipping)")[1] == [0.5] * 6
+    assert _curve(figure, "Learning rate")[1][0] == pytest.approx(1e-3 * 7 / 8)
+    assert _curve(figure, "Explained variance")[1][-1] == pytest.approx(0.5)
+    assert figure._suptitle.get_text().endswith(", moving average over 3 records")
+    # Every panel marks both resumes, at the timesteps where they started.
+    assert _resume_lines(figure) == [[2048, 4096]] * len(figure.axes)
+    with pytest.raises(SystemExit) as exited:
+        plot_main([str(run_dir), "--smooth", "0"])
+    assert exited.value.code == cli.EXIT_BAD_ARGUMENTS
+    assert capsys.readouterr().err.endswith("error: --smooth must be >= 1, got 0\n")
+
+
+def test_smoothing_is_a_trailing_moving_average():
+    assert plotting.smoothed([1.0, 2.0, 6.0, 4.0], 2) == [1.0, 1.5, 4.0, 5.0]
+    assert plotting.smoothed([1.0, 2.0], 1) == [1.0, 2.0] and plotting.smoothed([], 5) == []
 
 
 def test_long_series_are_plain_lines(tmp_path, drawn_figures):

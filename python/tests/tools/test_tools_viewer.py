@@ -196,8 +196,13 @@ def test_bad_checkpoint_exits_6_with_one_line(make_bad_source, tmp_path, capsys)
     (["--max-steps", "-3"], "--max-steps must be >= 1, got -3"),
     (["--top", "0", "--episodes", "0"], "--episodes must be >= 1, got 0"),  # the first one
     (["--top", "0"], "--top must be >= 1, got 0"),
+    # Sizes that would exhaust memory or time: refused before any work, as --help states.
+    (["--episodes", "1000000000"], "--episodes must be at most 10,000, got 1000000000"),
+    (["--max-steps", "100001"], "--max-steps must be at most 100,000, got 100001"),
+    (["--episodes", "21", "--gif", "x.gif"], "--gif with --episodes 21 and --max-steps 500 may "
+     "hold 10,521 frames in memory, over 10,000: fewer episodes or steps"),
 ])
-def test_a_count_below_one_is_named_with_its_value(argv, error, capsys):
+def test_a_count_out_of_bounds_is_named_with_its_value(argv, error, capsys):
     with pytest.raises(SystemExit) as exit_info:
         watch_main(["x.pkl", *argv])
     assert exit_info.value.code == cli.EXIT_BAD_ARGUMENTS

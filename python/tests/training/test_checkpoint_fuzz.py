@@ -31,7 +31,8 @@ Decisions on what is accepted (README "Exit codes", specs/training.md "Resume",
 specs/agent-tools.md):
   - unknown keys anywhere (a checkpoint, its network record, its config, its run options, an
     unused array under params/ of an .npz) and a missing optional key (those that newer versions
-    added: run_name, forked_from, run_options, explicit_config, metrics_window, saved_at);
+    added: run_name, forked_from, run_options, explicit_config, metrics_window,
+    unwritten_metrics_lines, saved_at);
   - NaN and inf params are refused by all (training never saves them: it stops on a non-finite
     loss first), NaN and inf optimizer state is not (a resume of one then stops with the
     documented exit 2 "non-finite loss" at its first update);
@@ -120,6 +121,7 @@ SWEEP = {
     "explicit_config": ({"list": ACCEPTED}, EVERY_ODD_VALUE),
     "run_options": ({"dict": ACCEPTED}, EVERY_ODD_VALUE),
     "metrics_window": ({"none": ACCEPTED}, EVERY_ODD_VALUE),
+    "unwritten_metrics_lines": ({"list": ACCEPTED}, EVERY_ODD_VALUE),
     "forked_from": (dict.fromkeys(ODD_VALUES, ACCEPTED), EVERY_ODD_VALUE),
     "saved_at": (dict.fromkeys(ODD_VALUES, ACCEPTED), EVERY_ODD_VALUE),
 }
@@ -625,6 +627,13 @@ STATE_CHANGES = [
      REFUSED, ACCEPTED),
     ("metrics_window_sums_an_array", put("metrics_window", "sums", value=np.zeros(3)),
      REFUSED, ACCEPTED),
+    # Lines its session could not write: metrics.jsonl lines of updates up to the checkpoint's.
+    ("unwritten_metrics_line_of_its_update",
+     put("unwritten_metrics_lines", value=['{"update": 6, "timesteps": 768}']), ACCEPTED, ACCEPTED),
+    ("unwritten_metrics_line_of_a_later_update",
+     put("unwritten_metrics_lines", value=['{"update": 7}']), REFUSED, ACCEPTED),
+    ("unwritten_metrics_line_cut_short",
+     put("unwritten_metrics_lines", value=['{"upd']), REFUSED, ACCEPTED),
     ("run_options_keep_negative", put("run_options", "keep_checkpoints", value=-1),
      REFUSED, ACCEPTED),
     ("run_options_wandb_mode_unknown", put("run_options", "wandb_mode", value="sometimes"),

@@ -3,6 +3,7 @@
 import concurrent.futures
 import io
 import json
+import math
 import os
 import re
 import signal
@@ -38,6 +39,14 @@ def test_end_to_end_run_writes_checkpoint_params_metrics_and_summary(tmp_path, c
                 "reward/step_penalty", "actions/move_frac", "stats/highest_stage"):
         assert key in records[-1]
     summary = json.loads((run_dir / "summary.json").read_text())
+    lr, batch = summary["config"]["lr"], 8 * 16
+    assert summary["config"]["lr_schedule"] == "linear"
+    for record in records:
+        assert 0 < record["train/grad_norm"] < 1e3 and -10 < record["train/explained_variance"] <= 1
+        # The rate the record's last update applied: annealed by the steps trained before it.
+        last_update_start = record["timesteps"] - batch
+        assert record["train/learning_rate"] == pytest.approx(
+            lr * (1 - last_update_start / (batch * UPDATES)), rel=1e-6)
     assert summary["status"] == "completed" and summary["update"] == UPDATES
     assert summary["compile_seconds"] > 0 and summary["sps"] > 0
     paths = [summary["run_dir"], *summary["checkpoints"], summary["final_params"]]
@@ -60,7 +69,11 @@ def test_end_to_end_run_writes_checkpoint_params_metrics_and_summary(tmp_path, c
             "evaluation reports the game's outcomes)") in out
     assert "batch_size=128 minibatch_size=32" in out and "auto_scaled=no" in out
     assert f"device=cpu cpu_compile={summary['cpu_compile']} " in out
-    assert out.count("[train] update=") == 3
+    lines = [line for line in out.splitlines() if line.startswith("[train]")]
+    assert len(lines) == 3 and all(len(line) <= cli.M.LINE_WIDTH for line in lines)
+    assert all(re.fullmatch(r"\[train\] update=\d+/6 timesteps=\d+ sps=\d+ eta=\S+ return=\S+ "
+                            r"stage=\S+ entropy=\S+ kl=\S+ clip=\S+ ev=\S+", line)
+               for line in lines), lines
     # Resumed through a relative path: the summary names the checkpoint absolutely.
     assert cli.main(["--resume", "runs/e2e", "--total-timesteps", str(8 * 16 * (UPDATES + 2)),
                      "--no-wandb"]) == 0
@@ -153,22 +166,47 @@ def _logged_record(**values) -> dict:
               "train/mean_episode_return": -1.25, "train/mean_episode_length": 43.5,
               "train/num_episodes": 12, "train/mean_reward": -0.0123, "train/pg_loss": 0.0456,
               "train/value_loss": 0.789, "train/entropy": 2.5, "train/approx_kl": 0.002,
-              "train/clip_fraction": 0.03, "stats/highest_stage": 3,
-              "stats/mean_final_stage": 1.75}
+              "train/clip_fraction": 0.03, "train/explained_variance": 0.51234,
+              "stats/highest_stage": 3, "stats/mean_final_stage": 1.75}
     return {**record, **values}
 
 
 def test_the_train_line_names_each_value_by_its_own_key():
     line = cli.M.format_line(_logged_record(), 10, 3725.0)
-    assert line == ("[train] update=7/10 timesteps=896 sps=1234 mean_episode_return=-1.25 "
-                    "mean_stage=1.75 mean_episode_length=43.5 num_episodes=12 mean_reward=-0.0123 "
-                    "pg_loss=0.0456 value_loss=0.789 entropy=2.5 approx_kl=0.002 "
-                    "clip_fraction=0.03 highest_stage=3 eta=1h02m05s")
+    assert line == ("[train] update=7/10 timesteps=896 sps=1234 eta=1h02m05s return=-1.25 "
+                    "stage=1.75 entropy=2.5 kl=0.002 clip=0.03 ev=0.512")
     line = cli.M.format_line(_logged_record(**{"train/mean_episode_return": float("nan"),
-                                               "train/pg_loss": 4e-5}), 10, float("inf"))
-    assert " mean_episode_return=nan " in line and " pg_loss=4.000e-05 " in line
-    assert line.endswith(" eta=?")
+                                               "train/approx_kl": 4e-5}), 10, float("inf"))
+    assert " return=nan " in line and " kl=4e-05 " in line and " eta=? " in line
     assert cli.M.format_duration(59.9) == "0m59s" and cli.M.format_duration(3600) == "1h00m00s"
+
+
+def test_the_train_line_fits_a_160_column_pane_with_its_widest_values():
+    # The widest value of each field: 100,000 updates of 2^15 steps, a 1000-hour ETA, signed
+    # values in exponent form (3 significant digits), the mean stage of a run past stage 1.
+    line = cli.M.format_line(_logged_record(**{
+        "update": 99_999, "timesteps": 3_276_767_232, "train/sps": 123_456.0,
+        "train/mean_episode_return": -1.23456e-5, "stats/mean_final_stage": 7.6666,
+        "train/entropy": 1.23456e-5, "train/approx_kl": -1.23456e-9,
+        "train/clip_fraction": 0.000123456, "train/explained_variance": -12345.6}),
+        100_000, 3_599_999.0)
+    assert line == ("[train] update=99999/100000 timesteps=3276767232 sps=123456 eta=999h59m59s "
+                    "return=-1.23e-05 stage=7.67 entropy=1.23e-05 kl=-1.23e-09 clip=0.000123 "
+                    "ev=-1.23e+04")
+    assert len(line) <= cli.M.LINE_WIDTH == 160
+
+
+def test_a_window_saved_without_explained_variance_restores_it_as_undefined():
+    window = cli.M.MetricsWindow(batch_size=128)
+    window.add({**{key: np.ones(2) for key in cli.M.MEAN_KEYS}, **{
+        key: np.ones((2, 15)) if key == "reward_components_sum" else np.ones(2)
+        for key in cli.M.SUM_KEYS}, "highest_stage": np.ones(2), "learning_rate": np.ones(2)}, 2)
+    state = window.state(seconds=1.0)
+    del state["loss_sums"]["explained_variance"]
+    restored = cli.M.MetricsWindow(batch_size=128)
+    assert restored.restore(state) == 1.0
+    metrics = restored.summarize()
+    assert math.isnan(metrics["train/explained_variance"]) and metrics["train/entropy"] == 1.0
 
 
 @pytest.mark.parametrize("values, warned", [

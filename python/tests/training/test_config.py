@@ -21,32 +21,33 @@ def test_reference_batch_and_smaller_are_unchanged():
         assert (config.num_minibatches, config.update_epochs, changes) == (4, 4, {})
 
 
-def test_2048_envs_go_to_32_minibatches_and_1_epoch():
+def test_2048_envs_go_to_32_minibatches_and_keep_4_epochs():
     config, changes = scaled(2048)
-    assert (config.num_minibatches, config.update_epochs) == (32, 1)
-    assert config.minibatch_size == 8192 and config.gradient_steps_per_update == 32
-    assert changes == {"num_minibatches": (4, 32), "update_epochs": (4, 1)}
+    assert (config.num_minibatches, config.update_epochs) == (32, 4)
+    assert config.minibatch_size == 8192 and config.gradient_steps_per_update == 128
+    assert changes == {"num_minibatches": (4, 32)}
 
 
-@pytest.mark.parametrize("num_envs, minibatches, epochs", [(512, 8, 4), (1024, 16, 2), (4096, 64, 1)])
+@pytest.mark.parametrize("num_envs, minibatches, epochs", [
+    (512, 8, 4), (1024, 16, 4), (4096, 64, 2), (8192, 128, 1), (16384, 256, 1)])
 def test_minibatch_size_and_gradient_steps_stay_near_targets(num_envs, minibatches, epochs):
     config, _ = scaled(num_envs)
     assert (config.num_minibatches, config.update_epochs) == (minibatches, epochs)
 
 
-def test_epochs_round_to_the_count_nearest_32_gradient_steps():
-    config, changes = scaled(768)  # 98,304 steps: 12 minibatches of 8,192
-    # 32 / 12 = 2.67 epochs: 3 (36 gradient steps), not 2 (24).
-    assert (config.num_minibatches, config.update_epochs) == (12, 3)
-    assert changes == {"num_minibatches": (4, 12), "update_epochs": (4, 3)}
+def test_epochs_shrink_to_keep_at_most_128_gradient_steps():
+    config, changes = scaled(6144)  # 786,432 steps: 96 minibatches of 8,192
+    # 128 / 96 = 1.33 epochs: 1 (96 gradient steps), not 2 (192).
+    assert (config.num_minibatches, config.update_epochs) == (96, 1)
+    assert changes == {"num_minibatches": (4, 96), "update_epochs": (4, 1)}
 
 
 def test_auto_scaling_never_goes_below_the_configured_minibatches():
     # 2048 x 128 with 64 minibatches configured (not set by the user): 32 would be nearer the
     # 8,192 target, but auto-scaling only ever raises the count.
     config, changes = scaled(2048, num_minibatches=64)
-    assert (config.num_minibatches, config.update_epochs) == (64, 1)
-    assert changes == {"update_epochs": (4, 1)}
+    assert (config.num_minibatches, config.update_epochs) == (64, 2)
+    assert changes == {"update_epochs": (4, 2)}
 
 
 def test_odd_batch_gets_a_divisor_near_the_target():
@@ -81,7 +82,22 @@ def test_validation_reports_the_reason(values, reason):
 
 
 def test_the_widest_addressable_network_is_valid():
-    validate(TrainConfig(hidden_dim=46340))
+    validate(TrainConfig(hidden_dim=46340, num_layers=1))
+
+
+@pytest.mark.parametrize("values, reason", [
+    ({"num_layers": 65}, "--num-layers must be at most 64, got 65"),
+    ({"total_timesteps": 10**12 + 1}, "--total-timesteps must be at most 1,000,000,000,000"),
+    ({"hidden_dim": 46340}, "makes 4,294,791,200 hidden weights in 2 torso"),
+    ({"hidden_dim": 16385, "num_layers": 2, "shared_torso": True},
+     "makes 268,468,225 hidden weights in 1 torso"),
+])
+def test_sizes_that_would_exhaust_memory_or_time_are_refused(values, reason):
+    with pytest.raises(ConfigError, match=reason):
+        validate(TrainConfig(**values))
+    # The largest of each still passes.
+    validate(TrainConfig(num_layers=64, total_timesteps=10**12))
+    validate(TrainConfig(hidden_dim=16384, shared_torso=True, torso="mlp"))
 
 
 @pytest.mark.parametrize("num_envs, num_steps, available, expected", [
@@ -137,8 +153,8 @@ def test_a_fresh_runs_default_device_count_and_minibatches_fit_together():
     # split no 3-way share; chosen together, all 3 devices run 16 minibatches of 6,144.
     args = cli.build_parser().parse_args(["--num-envs", "768"])
     config, scaled, _ = cli.fresh_config(args, "gpu", 3)
-    assert (config.num_devices, config.num_minibatches, config.update_epochs) == (3, 16, 2)
-    assert scaled == {"num_minibatches": (4, 16), "update_epochs": (4, 2)}
+    assert (config.num_devices, config.num_minibatches, config.update_epochs) == (3, 16, 4)
+    assert scaled == {"num_minibatches": (4, 16)}
     validate(config)
 
 

@@ -60,7 +60,7 @@ EPISODE_LENGTHS = ((3, 1, 6, 7, 13, 18, 4, 99), (7, 7, 12, 24, 5, 99, 99, 99),
                    (15, 5, 8, 18, 99, 99, 99, 99), (47, 99, 99, 99, 99, 99, 99, 99))
 EPISODES_ENDED_PER_WINDOW = [6, 5, 0, 6]
 LOSS_KEYS = ("pg_loss", "value_loss", "entropy", "approx_kl", "clip_fraction", "total_loss",
-             "grad_norm")
+             "grad_norm", "explained_variance")
 PER_UPDATE_KEYS = (*LOSS_KEYS, "learning_rate")
 
 
@@ -325,6 +325,10 @@ def test_a_resume_from_a_part_filled_window_logs_what_the_reference_computes(str
     assert sorted(resumed_run.records) == list(LOGGED_UPDATES)
     relogged = [update for update in LOGGED_UPDATES if update > RESUMED_FROM]
     assert_logged_as_the_reference(resumed_run, relogged)
+    # The first line after the resume also says where it resumed.
+    resume_mark = {"resumed_at_update": RESUMED_FROM,
+                   "resumed_at_timesteps": RESUMED_FROM * NUM_ENVS * NUM_STEPS}
     for update in LOGGED_UPDATES:
         straight, resumed = straight_run.records[update], resumed_run.records[update]
-        assert {**straight, "train/sps": None} == {**resumed, "train/sps": None}, update
+        mark = resume_mark if update == relogged[0] else {}
+        assert {**straight, **mark, "train/sps": None} == {**resumed, "train/sps": None}, update

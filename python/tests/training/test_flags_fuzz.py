@@ -110,7 +110,7 @@ def legacy_filled(stored: dict) -> dict:
 OPTION_DEFAULTS = {"save_interval_minutes": 10.0, "save_interval": None, "keep_checkpoints": 5,
                    "wandb": True, "wandb_mode": None, "wandb_project": "hackmatrix",
                    "wandb_entity": None, "no_artifact": False, "eval_interval": 0,
-                   "eval_episodes": 256}
+                   "eval_episodes": 256, "tensorboard": False}
 MAX_EVAL_EPISODES = 65_536  # --help
 # What a session is, besides its config and options.
 SESSION_DESTS = {"help", "checkpoint_dir", "run_name", "resume", "keep_optimizer", "verbose"}
@@ -139,13 +139,16 @@ REWARD_COMPONENTS = ("step_penalty", "stage", "score", "kills", "dataSiphon", "d
                      "hpRecovery", "siphonQuality", "programWaste", "siphonDeathPenalty")
 MAX_SEED = 2**32 - 1
 # specs/training.md "Auto-scaling".
-REFERENCE_BATCH, TARGET_MINIBATCH, TARGET_GRADIENT_STEPS = 32_768, 8192, 32
+REFERENCE_BATCH, TARGET_MINIBATCH, MAX_GRADIENT_STEPS = 32_768, 8192, 128
 CHECKPOINT_FILE = re.compile(r"^checkpoint_\d+\.pkl$")
 PARAMS_FILE = re.compile(r"^(params_\d+|final_params)\.npz$")
 TIMESTAMPED_RUN = re.compile(r"^ppo_\d{8}-\d{6}$")
 MAX_NAME_BYTES = 255  # a path component longer than this cannot exist (Linux)
 FLOAT32_MAX = float(np.finfo(np.float32).max)
 INT32_MAX = 2**31 - 1
+# --help: what would exhaust memory or time.
+UPPER_BOUNDS = {"total_timesteps": 10**12, "num_layers": 64}
+MAX_HIDDEN_WEIGHTS = 2**28
 # argparse reads a token that starts with '-' as a value only if it looks like a negative number.
 NEGATIVE_NUMBER = re.compile(r"^-\d+$|^-\d*\.\d+$")
 UNWRITABLE = "/proc/hackmatrix-flags-fuzz"
@@ -584,7 +587,7 @@ def auto_scaled(config: dict, user_set: set) -> dict:
                 abs(math.log(TARGET_MINIBATCH / size)), batch // size))
     epochs = config["update_epochs"]
     if "update_epochs" not in user_set and minibatches >= 1:
-        epochs = max(1, min(epochs, round(TARGET_GRADIENT_STEPS / minibatches)))
+        epochs = max(1, min(epochs, MAX_GRADIENT_STEPS // minibatches))
     return {**config, "num_minibatches": minibatches, "update_epochs": epochs}
 
 
@@ -621,12 +624,15 @@ def resumed_config(saved: SavedRun, explicit: dict, available: int) -> dict:
 def config_problems(config: dict, available: int) -> list[tuple[int, str]]:
     """The validation paragraph of specs/training.md, and the devices JAX sees."""
     problems = [(3, flag_name(name)) for name in COUNTS if config[name] < 1]
-    # int32 array sizes, float32 arithmetic (the total is a float32 in the lr schedule)
+    # int32 array sizes, and the bounds on memory and time of --help
     problems += [(3, flag_name(name)) for name in COUNTS
-                 if config[name] > (FLOAT32_MAX if name == "total_timesteps" else INT32_MAX)]
+                 if config[name] > UPPER_BOUNDS.get(name, INT32_MAX)]
     if batch_of(config) > INT32_MAX:
         problems.append((3, "batch size"))
     if not problems:
+        torsos = 1 if config["shared_torso"] else 2
+        if torsos * (config["num_layers"] - 1) * config["hidden_dim"] ** 2 > MAX_HIDDEN_WEIGHTS:
+            problems.append((3, "hidden weights"))
         batch, devices = batch_of(config), config["num_devices"]
         if (batch % config["num_minibatches"] or config["num_envs"] % devices
                 or (batch // devices) % config["num_minibatches"]):
@@ -741,7 +747,8 @@ def expect_parsed(given: dict, ws: Path, available: int) -> Expected:
         explicit.setdefault("lr_schedule", schedule)
     if "ent_coef" in explicit:
         explicit.setdefault("ent_coef_end", explicit["ent_coef"])
-    if run_name is not None and (run_name in ("", ".", "..") or "/" in run_name):
+    if run_name is not None and (run_name in ("", ".", "..") or "/" in run_name
+                                 or not run_name.isprintable() or not run_name.strip()):
         problems.append((3, "--run-name"))
     if checkpoint_dir == "":
         problems.append((3, "--checkpoint-dir"))
@@ -1035,7 +1042,7 @@ TINY_SHAPE = [token for option, text in RUN_SHAPES[0].items() for token in (opti
 
 @pytest.mark.parametrize("argv, code", [
     (["--resume", "no\nsuch.pkl"], cli.EXIT_BAD_CHECKPOINT),
-    (["--resume", "--run-name", "a\nb"], cli.EXIT_BAD_CHECKPOINT),
+    (["--resume", "--run-name", "a\nb"], cli.EXIT_BAD_ARGUMENTS),
     (["--resume", "checkpoints/run_a", "--run-name", "a\nb"], cli.EXIT_BAD_ARGUMENTS),
     ([*TINY_SHAPE, "--checkpoint-dir", "notes.txt/a\nb"], cli.EXIT_BAD_ARGUMENTS),
     (["stray\nword"], cli.EXIT_BAD_ARGUMENTS),

@@ -9,7 +9,7 @@ from hackmatrix.game.constants import NUM_REWARD_COMPONENTS
 from hackmatrix.game.env import HackMatrixEnv
 from hackmatrix.training import distribution
 from hackmatrix.training.config import ConfigError, TrainConfig
-from hackmatrix.training.ppo import compute_gae, make_schedule, make_trainer
+from hackmatrix.training.ppo import compute_gae, explained_variance, make_schedule, make_trainer
 
 
 def test_gae_matches_hand_computation():
@@ -26,6 +26,22 @@ def test_gae_matches_hand_computation():
     advantages, targets = compute_gae(values, rewards, dones, jnp.array([0.3, 0.0]), 0.9, 0.8)
     np.testing.assert_allclose(advantages, [[0.68, -1.0, 2.77], [2.2384, 1.72, 1.0]], rtol=1e-6)
     np.testing.assert_allclose(targets, [[1.18, 0.0, 2.27], [2.2384, 1.72, 1.0]], rtol=1e-6)
+
+
+def test_explained_variance_matches_hand_computation():
+    # targets 1, 2, 3, 4: mean 2.5, variance (2.25 + .25 + .25 + 2.25) / 4 = 1.25.
+    # values 1, 2, 3, 3: residuals 0, 0, 0, 1, mean .25, variance (3 * .0625 + .5625) / 4 = .1875.
+    # 1 - .1875 / 1.25 = .85.
+    targets = jnp.array([[1.0, 2.0], [3.0, 4.0]])
+    values = jnp.array([[1.0, 2.0], [3.0, 3.0]])
+    assert float(explained_variance(values, targets)) == pytest.approx(0.85, rel=1e-6)
+    assert float(explained_variance(targets, targets)) == 1.0
+    assert float(explained_variance(jnp.full((2, 2), 2.5), targets)) == 0.0  # just the mean
+    assert np.isnan(explained_variance(values, jnp.ones((2, 2))))  # nothing to explain
+    # Split over two devices (rows), averaging moments over them gives the whole batch's value.
+    per_device = jax.vmap(lambda v, t: explained_variance(v, t, lambda x: jax.lax.pmean(x, "d")),
+                          axis_name="d")(values, targets)
+    np.testing.assert_allclose(per_device, [0.85, 0.85], rtol=1e-6)
 
 
 def test_each_transition_pairs_the_action_with_the_observation_it_was_chosen_from():

@@ -38,8 +38,8 @@ def run_copy(finished_run, tmp_path):
 def signal_as_training_starts(monkeypatch):
     """A SIGTERM as if it came the moment training starts, before the first chunk."""
     start_training = cli._Signals.start_training
-    def signalled_at_once(self, say, write_failed_summary):
-        start_training(self, say, write_failed_summary)
+    def signalled_at_once(self, say, exit_at_once):
+        start_training(self, say, exit_at_once)
         self.signal_name = "SIGTERM"
     monkeypatch.setattr(cli._Signals, "start_training", signalled_at_once)
 
@@ -125,6 +125,8 @@ def test_a_checkpoint_saved_inside_a_log_window_keeps_its_episodes(tmp_path, mon
     assert resume(tmp_path, str(run_dir / "checkpoint_3.pkl")) == 0
     resumed = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     assert [r["update"] for r in resumed] == [2, 4, 6]
+    # The first line after the resume also says where it resumed.
+    assert (resumed[1].pop("resumed_at_update"), resumed[1].pop("resumed_at_timesteps")) == (3, 384)
     for before, after in zip(straight, resumed):
         del before["train/sps"], after["train/sps"]
         assert after == before
@@ -135,7 +137,7 @@ def test_a_checkpoint_saved_inside_a_log_window_keeps_its_episodes(tmp_path, mon
     capsys.readouterr()
     assert resume(tmp_path, str(run_dir / "checkpoint_3.pkl")) == cli.EXIT_INTERRUPTED
     out = capsys.readouterr().out
-    assert re.search(r"^\[train\] update=3/6 .* eta=\?$", out, re.MULTILINE), out
+    assert re.search(r"^\[train\] update=3/6 .* eta=\? ", out, re.MULTILINE), out
     assert "[exit] interrupted by SIGTERM" in out
 
 
@@ -688,45 +690,45 @@ def test_a_signal_during_set_up_interrupts_and_a_second_one_in_training_exits_at
     with pytest.raises(KeyboardInterrupt):
         signals.start_training(print, print)
 
-    said, exits, failed_summaries = [], [], []
+    said, exits, second_signals = [], [], []
+    def exit_at_once(name):  # the trainer's looks at the run directory (tests/faults)
+        second_signals.append(name)
+        return cli.EXIT_FAILURE, "exiting now without saving update 3"
     signals = cli._Signals()
-    signals.start_training(said.append, failed_summaries.append)
+    signals.start_training(said.append, exit_at_once)
     monkeypatch.setattr(cli.os, "_exit", exits.append)
     signals.handle(cli.signal.SIGINT, None)
-    assert signals.signal_name == "SIGINT" and exits == [] and failed_summaries == []
+    assert signals.signal_name == "SIGINT" and exits == [] and second_signals == []
     assert said == ["[signal] SIGINT: saving a checkpoint after the current chunk, then exiting "
-                    "(signal again to exit at once without saving)"]
+                    "(signal again to exit at once, without waiting for the save)"]
     signals.handle(cli.signal.SIGINT, None)
-    assert exits == [cli.EXIT_FAILURE]
-    assert "SIGINT again: exiting now without saving" in capsys.readouterr().err
-    # summary.json says so, rather than "running" as after a SIGKILL.
-    assert failed_summaries == ["SIGINT again: exiting now without saving; the checkpoints "
-                                "saved before are intact"]
+    assert exits == [cli.EXIT_FAILURE] and second_signals == ["SIGINT"]
+    assert "SIGINT again: exiting now without saving update 3" in capsys.readouterr().err
     # Once the interrupted run's checkpoint is saved, a second signal (say, while wandb
     # finishes) exits at once, as interrupted: nothing is lost (the summary says interrupted).
     signals.outcome_saved(cli.EXIT_INTERRUPTED, "the checkpoint is saved")
     signals.handle(cli.signal.SIGTERM, None)
-    assert exits == [cli.EXIT_FAILURE, cli.EXIT_INTERRUPTED] and len(failed_summaries) == 1
+    assert exits == [cli.EXIT_FAILURE, cli.EXIT_INTERRUPTED] and len(second_signals) == 1
     assert "SIGTERM again: the checkpoint is saved; exiting now" in capsys.readouterr().err
 
 
 def test_a_signal_once_a_completed_run_is_saved_exits_0_and_leaves_its_summary(
         monkeypatch, capsys):
     # Say while wandb uploads the final checkpoint: the run is complete, and stays so.
-    exits, failed_summaries = [], []
+    exits, second_signals = [], []
     signals = cli._Signals()
-    signals.start_training(print, failed_summaries.append)
+    signals.start_training(print, second_signals.append)
     signals.outcome_saved(cli.EXIT_OK, "the run is complete")
     monkeypatch.setattr(cli.os, "_exit", exits.append)
     signals.handle(cli.signal.SIGINT, None)
-    assert exits == [cli.EXIT_OK] and failed_summaries == []
+    assert exits == [cli.EXIT_OK] and second_signals == []
     assert capsys.readouterr().err == "[signal] SIGINT: the run is complete; exiting now\n"
 
 
 def test_the_second_signals_exit_happens_even_if_its_message_cannot_be_written(monkeypatch):
     exits = []
     signals = cli._Signals()
-    signals.start_training(print, lambda error: None)
+    signals.start_training(print, lambda name: (cli.EXIT_FAILURE, "exiting now"))
     signals.signal_name = "SIGINT"
     monkeypatch.setattr(cli.os, "_exit", exits.append)
     monkeypatch.setattr(cli, "print", lambda *args, **kwargs: (_ for _ in ()).throw(

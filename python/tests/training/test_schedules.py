@@ -113,6 +113,13 @@ def test_validation_refuses_an_unknown_schedule_and_a_bad_end_coefficient():
             validate(TrainConfig(ent_coef_end=value))
 
 
+def test_a_config_built_in_code_keeps_its_entropy_coefficient_unless_told_where_it_ends():
+    assert TrainConfig().ent_coef_end == TrainConfig().ent_coef
+    assert TrainConfig(ent_coef=0.05).ent_coef_end == 0.05
+    assert TrainConfig(ent_coef=0.05, ent_coef_end=0.0).ent_coef_end == 0.0
+    assert TrainConfig.from_dict(TrainConfig(ent_coef=0.3).to_dict()).ent_coef_end == 0.3
+
+
 # ----------------------------------------------------------------------------- in the trainer
 
 NUM_ENVS, NUM_STEPS = 8, 16

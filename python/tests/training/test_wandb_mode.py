@@ -122,6 +122,40 @@ def test_a_failed_init_is_one_warning_line_and_training_goes_on(monkeypatch, tmp
     sink.log({"update": 1})  # a no-op, not an error
 
 
+class _StartedRun:
+    dir = "/runs/r/wandb/offline-run-1-id/files"
+
+    def define_metric(self, *args, **kwargs):
+        pass
+
+
+@pytest.mark.parametrize("requested_by_name", [False, True])
+def test_an_online_init_that_fails_starts_again_offline(monkeypatch, tmp_path, requested_by_name):
+    # A server that accepts the probe's connection but is not wandb's, or never replies: wandb
+    # times out after its init timeout; the run's metrics must still be kept.
+    import wandb
+
+    modes, teardowns = [], []
+
+    def init(**kwargs):
+        modes.append(kwargs["mode"])
+        if kwargs["mode"] != "offline":
+            raise wandb.errors.CommError("Timed out while retrying:\n  Post \"http://x/graphql\"")
+        return _StartedRun()
+    monkeypatch.setattr(wandb, "init", init)
+    monkeypatch.setattr(wandb, "teardown", lambda: teardowns.append(True))
+    warnings = []
+    sink = wandb_sink.WandbSink(mode="online", project="p", entity=None, run_name="r",
+                                run_id="id", config={}, directory=tmp_path, resuming=False,
+                                upload_artifacts=False, online_requested=requested_by_name,
+                                warn=warnings.append)
+    assert modes == ["online" if requested_by_name else None, "offline"] and teardowns == [True]
+    assert sink.active and sink.mode == "offline"
+    assert warnings[0] == ("[wandb] wandb init (online) failed, logging offline instead: "
+                           "CommError: Timed out while retrying: Post \"http://x/graphql\"")
+    assert warnings[1].startswith("[wandb] offline: logging to ") and len(warnings) == 2
+
+
 class _RecordingRun:
     """What a wandb run is told: logged records and the final summary."""
 
