@@ -1,4 +1,4 @@
-"""Jitted game functions shared by the game tests, so each compiles once per test session, and
+"""Jitted game functions shared by the game tests, so each compiles once per pytest process, and
 the small helpers that drive them."""
 
 import jax

@@ -601,7 +601,7 @@ def test_params_flax_returns_as_frozen_dicts_are_saved_as_plain_dicts(tmp_path):
 
 def test_the_timer_saves_on_its_interval_and_at_0_minutes_after_every_chunk(tmp_path, capsys,
                                                                             monkeypatch):
-    # The default saving rule (issue 4: "on the timer"): no other test lets the timer save.
+    # The default saving rule (checkpoints on a timer): no other test lets the timer save.
     assert train(tmp_path, "every_chunk", "--save-interval-minutes", "0",
                  "--keep-checkpoints", "0") == 0
     assert [u for u, _ in ckpt.list_checkpoints(tmp_path / "every_chunk")] == [2, 4, UPDATES]
@@ -617,7 +617,7 @@ def test_the_timer_saves_on_its_interval_and_at_0_minutes_after_every_chunk(tmp_
 
 
 def test_a_restart_loads_every_program_from_the_compilation_cache(tmp_path):
-    # Issue 4: "A restart does not recompile." The second start, with the first one's cache,
+    # A restart does not recompile: the second start, with the first one's cache,
     # must add no entry to it (every program is cached, however quickly it compiled).
     env = {**os.environ, "JAX_COMPILATION_CACHE_DIR": str(tmp_path / "cache"),
            "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0"}
@@ -656,7 +656,7 @@ class FakeWandbRun:
 
 
 def test_a_resumed_session_continues_the_same_wandb_run_with_its_config(tmp_path, monkeypatch):
-    # Issue 4: the same wandb run (resumed, not a new one), the config and git commit recorded,
+    # The same wandb run (resumed, not a new one), the config and git commit recorded,
     # the checkpoint as an artifact unless --no-artifact.
     import types
 
