@@ -2,5 +2,5 @@
 
 Importing any module of the package changes nothing in the process (environment variables,
 signal handlers, the garbage collector, stdout); the command-line programs opt in at their
-start to what they need (`hackmatrix/launch.py`).
+start to what they need (`hackmatrix/shell/launch.py`).
 """

@@ -2,7 +2,7 @@
 """Evaluate checkpoints against the built-in baselines (`hackmatrix-eval`; see --help). The
 program is hackmatrix/programs/evaluate.py."""
 
-from hackmatrix import entry_points
+from hackmatrix.shell import entry_points
 from hackmatrix.programs.evaluate import main  # noqa: F401  (the tests call main(argv))
 
 if __name__ == "__main__":

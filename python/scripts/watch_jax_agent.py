@@ -2,7 +2,7 @@
 """Watch a trained agent play HackMatrix in the terminal (`hackmatrix-watch`; see --help). The
 program is hackmatrix/programs/watch.py."""
 
-from hackmatrix import entry_points
+from hackmatrix.shell import entry_points
 from hackmatrix.programs.watch import main  # noqa: F401  (the tests call main(argv))
 
 if __name__ == "__main__":

@@ -41,7 +41,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from hackmatrix import jax_backend, xla_options
+from hackmatrix import xla_options
+from hackmatrix.shell import jax_backend
 from hackmatrix.bench.arguments import (MAX_ENVS, add_update_shape, env_count,
                                          network_options, positive_int)
 from hackmatrix.bench.timing import lower_and_compile, quartiles

@@ -16,7 +16,8 @@ import time
 import jax
 import jax.numpy as jnp
 
-from hackmatrix import jax_backend, xla_options
+from hackmatrix import xla_options
+from hackmatrix.shell import jax_backend
 from hackmatrix.bench.arguments import add_count_list, positive_int
 from hackmatrix.bench.timing import lower_and_compile
 from hackmatrix.game import constants as C

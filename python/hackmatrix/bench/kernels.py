@@ -22,7 +22,8 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from hackmatrix import jax_backend, xla_options
+from hackmatrix import xla_options
+from hackmatrix.shell import jax_backend
 from hackmatrix.bench.arguments import MAX_ENVS, env_count, positive_int
 from hackmatrix.tools.cli import ArgumentParser
 

@@ -117,7 +117,7 @@ def train_seeds(config, seeds: list[int], say):
     from hackmatrix import xla_options
     from hackmatrix.bench.timing import lower_and_compile
     from hackmatrix.training import cli as train_cli
-    from hackmatrix.training import ppo, startup
+    from hackmatrix.training import startup, trainer as ppo
     env, env_params = train_cli.make_env()
     env_params = train_cli.with_training_reward(env_params, config)
     trainer = ppo.make_trainer(config, env, env_params)

@@ -23,7 +23,8 @@ from typing import Iterable, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from hackmatrix import jax_backend, xla_options
+from hackmatrix import xla_options
+from hackmatrix.shell import jax_backend
 from hackmatrix.bench.arguments import (MAX_ENVS, add_update_shape, env_count,
                                          network_options, positive_int)
 from hackmatrix.bench.kernels import (in_game_scope, instruction_counts, scope_parts,
@@ -77,10 +78,10 @@ def trace_events(trace_dir: Path) -> list[dict]:
 
 def profile_chunk(config, updates: int) -> tuple[str, list[dict]]:
     """(optimised HLO text, trace events) of `updates` one-update chunks of the trainer."""
-    from hackmatrix.training.ppo import make_schedule, make_trainer
+    from hackmatrix.training.trainer import make_schedule, make_trainer
     jax.config.update("jax_enable_compilation_cache", False)
     with scoped_game_functions():
-        from hackmatrix.game.env import HackMatrixEnv
+        from hackmatrix.envs.hackmatrix_env import HackMatrixTrainingEnv as HackMatrixEnv
         env = HackMatrixEnv()
         trainer = make_trainer(config, env, env.default_params)
         runner = jax.jit(trainer.init, compiler_options=xla_options.compiler_options())(

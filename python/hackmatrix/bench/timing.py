@@ -6,7 +6,7 @@ from __future__ import annotations
 import statistics
 import time
 
-from hackmatrix import gc_pause
+from hackmatrix.shell import gc_pause
 
 
 def lower_and_compile(jitted, *args):

@@ -21,7 +21,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from hackmatrix import jax_backend, xla_options
+from hackmatrix import xla_options
+from hackmatrix.shell import jax_backend
+from hackmatrix.envs.hackmatrix_env import HACKMATRIX_METRICS
 from hackmatrix.bench.arguments import (add_count_list, add_update_shape, network_options,
                                         positive_int)
 from hackmatrix.bench.timing import lower_and_compile, quartiles
@@ -36,6 +38,7 @@ REPLAY_LENGTH = 256
 @dataclasses.dataclass(frozen=True)
 class ReplayEnv:
     """Replays REPLAY_LENGTH recorded observations (with their rewards and dones) in a loop."""
+    metrics = HACKMATRIX_METRICS  # its info carries HackMatrix's keys
     features: np.ndarray
     action_mask: np.ndarray
     reward: np.ndarray
@@ -116,7 +119,7 @@ class CompiledChunk(NamedTuple):
 
 def compile_chunk(config: TrainConfig, env, env_params) -> CompiledChunk:
     """Make the trainer, run its `init` and compile its update chunk."""
-    from hackmatrix.training.ppo import make_schedule, make_trainer
+    from hackmatrix.training.trainer import make_schedule, make_trainer
     trainer = make_trainer(config, env, env_params)
     runner = jax.block_until_ready(jax.jit(
         trainer.init, compiler_options=xla_options.compiler_options(),
@@ -212,7 +215,7 @@ def main(argv=None) -> int:
     if (error := devices.missing_devices_error(max(args.num_devices))) is not None:
         parser.error(error)
 
-    from hackmatrix.game.env import HackMatrixEnv
+    from hackmatrix.envs.hackmatrix_env import HackMatrixTrainingEnv as HackMatrixEnv
     env = HackMatrixEnv()
     env_params = env.default_params
     replay = None if args.skip_network_only else record_replay(env, env_params)

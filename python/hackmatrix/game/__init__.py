@@ -14,7 +14,7 @@
 Speed: the functions are plain JAX functions, for `jax.jit` and `jax.vmap` (as in gymnax).
 Called without `jit`, a step runs its thousands of operations one by one: seconds per call.
 Jitted, the first call compiles (several seconds on a CPU) and later ones reuse the compiled
-program; `hackmatrix.compilation_cache.enable()` keeps compiled programs across processes.
+program; `hackmatrix.shell.compilation_cache.enable()` keeps compiled programs across processes.
 Importing `hackmatrix` on a CPU-only machine sets `XLA_FLAGS` for a faster compile
 (`hackmatrix/xla_options.py`; `HACKMATRIX_CPU_COMPILE=throughput` keeps XLA's defaults).
 specs/game-rules.md, section 11, has the details.

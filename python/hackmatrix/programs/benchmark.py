@@ -11,7 +11,7 @@ wandb).
 import argparse
 import sys
 
-from hackmatrix.launch import load_main
+from hackmatrix.shell.launch import load_main
 from hackmatrix.tools.cli import ArgumentParser, run_main
 
 COMMANDS = {

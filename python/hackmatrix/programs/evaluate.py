@@ -10,12 +10,22 @@ with --latest, and the baselines named by --baselines: `random` (uniform over va
 and `exit-runner` (walks a shortest path to the exit, attacking what blocks it). With no
 CHECKPOINT and no --latest only the baselines are evaluated, which gives their reference
 numbers.
+
+A run trained on another env (`--env` of the trainer, e.g. a gymnax id) is evaluated on that
+env, which its checkpoint records: each policy's mean +- std, min and max return, mean episode
+length and the share of episodes cut off at --max-steps (default there: the env's own episode
+limit); the baseline is `random` (uniform over its actions), and HackMatrix's figures and
+exit-runner do not apply. The checkpoints of one command share one env. --env ID names the
+env of a params file that records none (one copied out of its run), or of the baselines alone.
 """
 
-from hackmatrix import stdout_reader
-from hackmatrix.tools import cli
+from hackmatrix.shell import stdout_reader
+from hackmatrix.tools import cli, policy_env
 
 BASELINE_NAMES = ("random", "exit-runner")
+HACKMATRIX_MAX_STEPS = 2000  # evaluation.DEFAULT_MAX_STEPS, before JAX is imported
+HACKMATRIX_BASELINES = "random,exit-runner"  # --baselines' default, of HackMatrix
+OTHER_ENV_BASELINES = ("random",)              # the only baseline that plays any env
 
 
 def _parse_baselines(text: str) -> list[str]:
@@ -67,29 +77,41 @@ def main(argv=None) -> int:
                              "under --checkpoint-dir")
     parser.add_argument("--checkpoint-dir", default="checkpoints",
                         help="where --latest looks, run folders included (default: checkpoints)")
-    parser.add_argument("--baselines", default="random,exit-runner", metavar="NAMES",
-                        help="comma-separated baselines: random, exit-runner, or none "
-                             "(default: random,exit-runner)")
+    parser.add_argument("--baselines", metavar="NAMES",
+                        help="comma-separated baselines: random, exit-runner (HackMatrix only), "
+                             "or none (default: random,exit-runner; random for another env)")
     parser.add_argument("--episodes", type=int, default=256, metavar="N",
                         help="episodes per policy, run in parallel (default: 256, at most "
                              f"{cli.MAX_BATCHED_EPISODES:,})")
     parser.add_argument("--seed", type=cli.seed, default=0,
                         help="seed of the boards and of sampling (default 0)")
-    parser.add_argument("--max-steps", type=int, default=2000, metavar="N",
-                        help="steps after which an episode is cut off (default: %(default)s, the "
-                             f"training env's episode limit; at most {cli.MAX_EPISODE_STEPS:,})")
+    parser.add_argument("--max-steps", type=int, metavar="N",
+                        help=f"steps after which an episode is cut off (default: "
+                             f"{HACKMATRIX_MAX_STEPS}, the training env's episode limit; another "
+                             f"env's own limit; at most {cli.MAX_EPISODE_STEPS:,})")
     parser.add_argument("--deterministic", action="store_true",
                         help="checkpoints pick the most probable valid action (default: sample)")
     parser.add_argument("--json", metavar="FILE", help="also write the results as JSON")
+    parser.add_argument("--env", metavar="ID",
+                        help="the env of the checkpoints: needed only for a params file that "
+                             "records none, or to evaluate the baselines on another env than "
+                             "HackMatrix (default: the checkpoints' own)")
     args = parser.parse_args(argv)
+    other_env = args.env not in (None, policy_env.HACKMATRIX)  # known here only from --env
     try:
-        baseline_names = _parse_baselines(args.baselines)
+        baseline_names = (list(OTHER_ENV_BASELINES) if other_env and args.baselines is None
+                          else _parse_baselines(HACKMATRIX_BASELINES if args.baselines is None
+                                                else args.baselines))
     except ValueError as error:
         parser.error(str(error))
-    cli.require_at_least_one(parser, {"--episodes": args.episodes,
-                                      "--max-steps": args.max_steps})
+    if other_env and _other_env_baselines_problem(baseline_names, args.env):
+        parser.error(_other_env_baselines_problem(baseline_names, args.env))
+    max_steps = HACKMATRIX_MAX_STEPS if args.max_steps is None else args.max_steps
+    cli.require_at_least_one(parser, {"--episodes": args.episodes, "--max-steps": max_steps})
     cli.require_at_most(parser, {"--episodes": (args.episodes, cli.MAX_BATCHED_EPISODES),
-                                 "--max-steps": (args.max_steps, cli.MAX_EPISODE_STEPS)})
+                                 "--max-steps": (max_steps, cli.MAX_EPISODE_STEPS)})
+    if args.env is not None and not (args.env.strip() and args.env.isprintable()):
+        parser.error(f"--env must be an env id, got {args.env!r}")
     if not (args.checkpoints or args.latest or baseline_names):
         parser.error("nothing to evaluate: give a CHECKPOINT, --latest or --baselines")
 
@@ -105,13 +127,9 @@ def main(argv=None) -> int:
 
         # Before the imports: a module may compute a constant with JAX, i.e. compile.
         cli.start_jax(parser.prog)
-        import json
         import pathlib
 
-        import jax
-
         from hackmatrix.tools import baselines, evaluation, policy, report
-        from hackmatrix.training import checkpoint as ckpt
 
         sources = list(args.checkpoints)
         for source in sources:
@@ -124,28 +142,100 @@ def main(argv=None) -> int:
         # Resolved once: a run still training may write a newer file before loading ends.
         files = [policy.resolve_policy_file(source) for source in sources]
         _reject_duplicates(sources, files, baseline_names)
-        loaded = [policy.load_policy(source, file) for source, file in zip(sources, files)]
+        loaded = [policy.load_policy(source, file, args.env)
+                  for source, file in zip(sources, files)]
+        env_id = _one_env(sources, loaded, args.env)
+        if env_id != policy_env.HACKMATRIX:
+            summaries = _evaluate_other_env(env_id, args, sources, loaded)
+            _write_json(args.json, summaries)
+            return
         policies = [policy.network_policy(checkpoint, args.deterministic, name=source)
                     for source, checkpoint in zip(sources, loaded)]
         policies += [baselines.baseline(name) for name in baseline_names]
-
-        mode = "greedy" if args.deterministic else "sampled"
-        print(f"{args.episodes} episodes per policy, seed {args.seed}, max {args.max_steps} "
-              f"steps, checkpoints {mode}")
-        for source, checkpoint in zip(sources, loaded):
-            print(f"{source}: {checkpoint.file} ({checkpoint.architecture})")
-        key = jax.random.key(args.seed)
-        summaries = {}
-        for candidate in policies:
-            results = evaluation.run_episodes(candidate, key, args.episodes, args.max_steps)
-            summaries[candidate.name] = evaluation.summarise(results)
-        for source, checkpoint in zip(sources, loaded):
-            summaries[source]["checkpoint_file"] = str(checkpoint.file)
-        print(report.evaluation_table(summaries))
-        if args.json is not None:
-            text = json.dumps(summaries, indent=2) + "\n"
-            ckpt.atomic_write(pathlib.Path(args.json), lambda file: file.write(text.encode()))
-            print(f"wrote {args.json}")
+        summaries = _play_all(
+            policies, sources, loaded, args, max_steps, "",
+            lambda candidate, key: evaluation.run_episodes(candidate, key, args.episodes,
+                                                           max_steps),
+            evaluation.summarise, report.evaluation_table)
+        _write_json(args.json, summaries)
 
     return cli.run_main(parser.prog, body)
+
+
+def _one_env(sources: list[str], loaded: list, env_flag: str | None) -> str:
+    """The env every checkpoint was trained on (exit 3 when they differ): --env, or HackMatrix
+    for the baselines alone."""
+    envs = {checkpoint.env_id: source for source, checkpoint in zip(sources, loaded)}
+    if len(envs) > 1:
+        (first, first_source), (second, second_source) = list(envs.items())[:2]
+        raise cli.ToolError(f"{first_source} was trained on {first}, {second_source} on "
+                            f"{second}: evaluate one env at a time", cli.EXIT_BAD_ARGUMENTS)
+    if envs:
+        return next(iter(envs))
+    return policy_env.HACKMATRIX if env_flag is None else env_flag
+
+
+def _evaluate_other_env(env_id: str, args, sources: list[str], loaded: list) -> dict:
+    """The checkpoints and the random baseline on `env_id`, which is not HackMatrix: prints
+    the table and returns the summaries, one per policy."""
+    from hackmatrix.tools import baselines, env_evaluation, policy
+
+    names = list(OTHER_ENV_BASELINES) if args.baselines is None else _parse_baselines(
+        args.baselines)
+    problem = _other_env_baselines_problem(names, env_id)
+    if problem:
+        raise cli.ToolError(problem, cli.EXIT_BAD_ARGUMENTS)
+    env = policy_env.make_tool_env(env_id)
+    max_steps = (policy_env.episode_limit(env, HACKMATRIX_MAX_STEPS) if args.max_steps is None
+                 else args.max_steps)
+    policies = [policy.network_policy(checkpoint, args.deterministic, name=source)
+                for source, checkpoint in zip(sources, loaded)]
+    policies += [baselines.baseline(name) for name in names]
+    return _play_all(
+        policies, sources, loaded, args, max_steps, f" on {env_id}",
+        lambda candidate, key: env_evaluation.run_env_episodes(env, candidate, key,
+                                                               args.episodes, max_steps),
+        lambda results: env_evaluation.summarise(results, env_id),
+        env_evaluation.evaluation_table)
+
+
+def _play_all(policies, sources, loaded, args, max_steps: int, where: str, play, summarise,
+              table) -> dict:
+    """Prints what is evaluated, plays every policy on the same episodes (one key for all),
+    prints the table; returns the summaries, one per policy."""
+    import jax
+
+    mode = "greedy" if args.deterministic else "sampled"
+    print(f"{args.episodes} episodes per policy{where}, seed {args.seed}, max {max_steps} "
+          f"steps, checkpoints {mode}")
+    for source, checkpoint in zip(sources, loaded):
+        print(f"{source}: {checkpoint.file} ({checkpoint.architecture})")
+    key = jax.random.key(args.seed)
+    summaries = {candidate.name: summarise(play(candidate, key)) for candidate in policies}
+    for source, checkpoint in zip(sources, loaded):
+        summaries[source]["checkpoint_file"] = str(checkpoint.file)
+    print(table(summaries))
+    return summaries
+
+
+def _other_env_baselines_problem(names: list[str], env_id: str) -> str | None:
+    """Why the baselines `names` cannot play `env_id` (not HackMatrix), or None."""
+    hackmatrix_only = [name for name in names if name not in OTHER_ENV_BASELINES]
+    if hackmatrix_only:
+        return (f"--baselines {hackmatrix_only[0]} plays HackMatrix only, not {env_id}: use "
+                "random or none")
+    return None
+
+
+def _write_json(path: str | None, summaries: dict) -> None:
+    if path is None:
+        return
+    import json
+    import pathlib
+
+    from hackmatrix.training import checkpoint as ckpt
+
+    text = json.dumps(summaries, indent=2) + "\n"
+    ckpt.atomic_write(pathlib.Path(path), lambda file: file.write(text.encode()))
+    print(f"wrote {path}")
 

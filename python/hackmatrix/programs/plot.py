@@ -7,6 +7,10 @@ variance; Learning rate; Gradient norm (before clipping); Steps per second; Acti
 (move, siphon, program); Reward components (mean per step), the 15 components on a symlog scale.
 A panel whose keys the run did not log reads "not logged". A dotted vertical line marks each
 point where the run was resumed.
+
+A run of another env than HackMatrix (the run's summary.json names it) gets only the panels
+it logged: its stages, outcomes, actions and reward components are HackMatrix's, so those
+panels are left out (and any other that it did not log).
 """
 
 from hackmatrix.tools import cli

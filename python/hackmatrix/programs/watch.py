@@ -13,11 +13,20 @@ far. Invalid actions are never taken: argmax and sampling both respect the actio
 start where no action is valid (a scenario can wall the player in) ends the episode there. The GIF
 has one frame for each episode's start plus one per step; its directory must exist. Ctrl-C (or
 SIGTERM) writes the GIF of the frames so far, then exits 7.
+
+A run trained on another env (`--env` of the trainer, e.g. a gymnax id) plays that env, which
+its checkpoint records, and shows one line per step, since such an env has no renderer here:
+the step number, the observation's values (rounded), the value estimate, the action with its
+probability and the reward; --delay defaults to 0 there. --gif and --scenario draw and start
+HackMatrix's board only (exit 3 for another env). --env ID names the env of a params file that
+records none (one copied out of its run).
 """
 
 import sys
 
-from hackmatrix.tools import cli
+from hackmatrix.tools import cli, policy_env
+
+HACKMATRIX_DELAY = 0.5  # seconds: a board is read slower than a line
 
 
 def main(argv=None) -> int:
@@ -39,9 +48,10 @@ def main(argv=None) -> int:
                         help=f"episodes (default 1, at most {cli.MAX_WATCHED_EPISODES:,})")
     parser.add_argument("--deterministic", action="store_true",
                         help="take the most probable valid action (default: sample)")
-    parser.add_argument("--delay", type=cli.seconds, default=0.5, metavar="SECONDS",
-                        help="pause between frames, 0 to 600 (default 0.5); also each GIF "
-                             "frame's duration, at least 0.3")
+    parser.add_argument("--delay", type=cli.seconds, metavar="SECONDS",
+                        help=f"pause between frames, 0 to 600 (default {HACKMATRIX_DELAY}; 0 for "
+                             "another env's one-line steps); also each GIF frame's duration, at "
+                             "least 0.3")
     parser.add_argument("--step", action="store_true",
                         help="advance one step per Enter; q + Enter stops")
     parser.add_argument("--seed", type=cli.seed, default=0,
@@ -60,7 +70,12 @@ def main(argv=None) -> int:
                              "extension; written on Ctrl-C too, with the frames so far); "
                              "--episodes x (--max-steps + 1) frames at most, and at most "
                              f"{cli.MAX_GIF_FRAMES:,}, held in memory until written")
+    parser.add_argument("--env", metavar="ID",
+                        help="the env of the checkpoint: needed only for a params file that "
+                             "records none (default: the checkpoint's own)")
     args = parser.parse_args(argv)
+    if args.env is not None and not (args.env.strip() and args.env.isprintable()):
+        parser.error(f"--env must be an env id, got {args.env!r}")
     if (args.checkpoint is None) == (not args.latest):
         parser.error("give either CHECKPOINT or --latest")
     cli.require_at_least_one(parser, {"--episodes": args.episodes,
@@ -80,7 +95,12 @@ def main(argv=None) -> int:
         from hackmatrix.tools import policy, viewer
 
         start_state = cli.load_scenario(args.scenario) if args.scenario is not None else None
-        loaded = policy.load_policy(args.checkpoint or policy.latest_checkpoint(args.checkpoint_dir))
+        loaded = policy.load_policy(
+            args.checkpoint or policy.latest_checkpoint(args.checkpoint_dir), env_id=args.env)
+        if loaded.env_id != policy_env.HACKMATRIX:
+            _watch_other_env(loaded, args)
+            return
+        delay = HACKMATRIX_DELAY if args.delay is None else args.delay
 
         # Escape sequences only for a terminal and never with --no-color; in step mode the
         # board scrolls so that the previous step stays readable above the prompt.
@@ -88,11 +108,29 @@ def main(argv=None) -> int:
         mode = "argmax" if args.deterministic else "sampling"
         print(f"watching {loaded.file} ({loaded.architecture}, {mode})")
         options = viewer.ViewerOptions(
-            episodes=args.episodes, deterministic=args.deterministic, delay=args.delay,
+            episodes=args.episodes, deterministic=args.deterministic, delay=delay,
             step_mode=args.step, seed=args.seed, scenario=start_state, max_steps=args.max_steps,
             color=escapes, clear_screen=escapes and not args.step, gif_path=args.gif,
             top_k=args.top)
         viewer.watch(loaded, options)
 
     return cli.run_main(parser.prog, body)
+
+
+def _watch_other_env(loaded, args) -> None:
+    """The text viewer of an env without a board (exit 3 for the board's own options)."""
+    from hackmatrix.tools import env_viewer
+
+    for flag, value, what in (("--gif", args.gif, "draws"),
+                              ("--scenario", args.scenario, "starts from")):
+        if value is not None:
+            raise cli.ToolError(f"{flag} {what} HackMatrix's board only: {loaded.file} plays "
+                                f"{loaded.env_id}", cli.EXIT_BAD_ARGUMENTS)
+    env = policy_env.make_tool_env(loaded.env_id)
+    mode = "argmax" if args.deterministic else "sampling"
+    print(f"watching {loaded.file} ({loaded.architecture}, {loaded.env_id}, {mode})")
+    env_viewer.watch_env(loaded, env, env_viewer.EnvViewerOptions(
+        episodes=args.episodes, deterministic=args.deterministic,
+        delay=0.0 if args.delay is None else args.delay, step_mode=args.step, seed=args.seed,
+        max_steps=args.max_steps))
 

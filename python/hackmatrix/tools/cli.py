@@ -15,9 +15,9 @@ import pathlib
 import sys
 import tempfile
 
-from hackmatrix import compilation_cache, frame_stack, interrupts, jax_backend, stdout_reader
+from hackmatrix.shell import compilation_cache, frame_stack, interrupts, jax_backend, stdout_reader
 # The tools read the exit codes as cli.EXIT_...
-from hackmatrix.exit_codes import (  # noqa: F401
+from hackmatrix.shell.exit_codes import (  # noqa: F401
     EXIT_BAD_ARGUMENTS, EXIT_BAD_CHECKPOINT, EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK)
 from hackmatrix.messages import error_line, name_shown, one_line
 from hackmatrix.training.config import MAX_SEED
@@ -178,7 +178,7 @@ def _checked_output_file(path: str, flag: str, inputs) -> pathlib.Path:
 
 
 def start_jax(prog: str) -> None:
-    """The persistent compilation cache (`hackmatrix/compilation_cache.py`), so that a tool's
+    """The persistent compilation cache (`hackmatrix/shell/compilation_cache.py`), so that a tool's
     next start loads the game step instead of compiling it (a directory it cannot use is a
     warning on stderr), then JAX's backends (`jax_backend.start`: one that cannot start is an
     error that says why)."""

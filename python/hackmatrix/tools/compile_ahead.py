@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
 
-from hackmatrix import gc_pause
+from hackmatrix.shell import gc_pause
 
 
 def compile_ahead(calls) -> None:

@@ -1,7 +1,9 @@
 """Training curves from a run's metrics.jsonl, drawn with matplotlib (Agg, no display, no wandb).
 
 Every panel is optional: a key that a run never logged is skipped, and a panel with no data
-says so instead of failing, so the plot works on old runs, partial runs and future keys. Curves
+says so instead of failing, so the plot works on old runs, partial runs and future keys. A run
+of another env than HackMatrix, which logs none of its game's figures, gets only the panels
+with data. Curves
 can be smoothed (a trailing moving average), and a dotted vertical line marks each point where
 the run was resumed (the `resumed_at_*` fields of the first record logged after a resume).
 """
@@ -17,6 +19,7 @@ matplotlib.use("Agg")  # headless: users run this over ssh
 import matplotlib.pyplot as plt  # noqa: E402  (must follow the backend choice)
 
 from hackmatrix.game import constants as C  # noqa: E402
+from hackmatrix.tools import policy_env  # noqa: E402
 from hackmatrix.training import checkpoint as ckpt  # noqa: E402
 # The trainer's file and its health thresholds: above those lines the update is too large.
 from hackmatrix.training.metrics import (APPROX_KL_LIMIT, CLIP_FRACTION_LIMIT,  # noqa: E402
@@ -162,53 +165,52 @@ def _panel(ax, records, x_key, x_label, title, keys, labels=None, thresholds=(),
     return drawn
 
 
+# (title, keys, legend labels or None for the keys' last parts, threshold lines), in the order
+# drawn; the reward components come last, in a panel of their own.
+PANELS = [
+    ("Episode return", ["train/mean_episode_return"], None, ()),
+    ("Episode length", ["train/mean_episode_length"], None, ()),
+    ("Stage reached", ["stats/mean_final_stage", "stats/highest_stage"],
+     ["mean final stage", "highest stage"], ()),
+    ("Episode outcomes", ["stats/win_rate", "stats/death_rate", "stats/truncation_rate"],
+     ["won", "died", "truncated"], ()),
+    ("Entropy", ["train/entropy"], None, ()),
+    ("Approx KL", ["train/approx_kl"], None, [(APPROX_KL_LIMIT, f"limit {APPROX_KL_LIMIT}")]),
+    ("Clip fraction", ["train/clip_fraction"], None,
+     [(CLIP_FRACTION_LIMIT, f"limit {CLIP_FRACTION_LIMIT}")]),
+    ("Value loss", ["train/value_loss"], None, ()),
+    ("Explained variance", ["train/explained_variance"], None, ()),
+    ("Learning rate", ["train/learning_rate"], None, ()),
+    ("Gradient norm (before clipping)", ["train/grad_norm"], None, ()),
+    ("Steps per second", ["train/sps"], None, ()),
+    ("Action fractions", list(ACTION_FRACTION_KEYS), ["move", "siphon", "program"], ()),
+]
+REWARD_PANEL = ("Reward components (mean per step)",
+                [f"reward/{name}" for name in C.REWARD_COMPONENTS], list(C.REWARD_COMPONENTS), ())
+OTHER_ENV_COLUMNS = 4
+
+
 def plot_run(run_dir: str | pathlib.Path, output: str | pathlib.Path, smooth: int = 1) -> int:
     """Draws the training curves of `run_dir` (a run directory or its metrics file) into a PNG
     at exactly the path `output`, whatever its extension, each curve a moving average over
-    `smooth` records; returns the record count."""
+    `smooth` records; returns the record count. A run of HackMatrix (or of no known env) gets
+    every panel; a run of another env (its summary.json says which) only those it logged."""
     records = read_metrics(run_dir)
     x_key, x_label = _x_axis(records)
-    reward_keys = [f"reward/{name}" for name in C.REWARD_COMPONENTS]
     drawing = {"smooth": smooth, "resumes": resume_points(records, x_key)}
-
-    figure, axes = plt.subplots(4, 4, figsize=(20, 16))
-    panels = [
-        ("Episode return", ["train/mean_episode_return"], None, ()),
-        ("Episode length", ["train/mean_episode_length"], None, ()),
-        ("Stage reached", ["stats/mean_final_stage", "stats/highest_stage"],
-         ["mean final stage", "highest stage"], ()),
-        ("Episode outcomes", ["stats/win_rate", "stats/death_rate", "stats/truncation_rate"],
-         ["won", "died", "truncated"], ()),
-        ("Entropy", ["train/entropy"], None, ()),
-        ("Approx KL", ["train/approx_kl"], None,
-         [(APPROX_KL_LIMIT, f"limit {APPROX_KL_LIMIT}")]),
-        ("Clip fraction", ["train/clip_fraction"], None,
-         [(CLIP_FRACTION_LIMIT, f"limit {CLIP_FRACTION_LIMIT}")]),
-        ("Value loss", ["train/value_loss"], None, ()),
-        ("Explained variance", ["train/explained_variance"], None, ()),
-        ("Learning rate", ["train/learning_rate"], None, ()),
-        ("Gradient norm (before clipping)", ["train/grad_norm"], None, ()),
-        ("Steps per second", ["train/sps"], None, ()),
-        ("Action fractions", list(ACTION_FRACTION_KEYS), ["move", "siphon", "program"], ()),
-    ]
-    for ax, (title, keys, labels, thresholds) in zip(axes.flat, panels):
-        _panel(ax, records, x_key, x_label, title, keys, labels, thresholds, **drawing)
-
-    # The 15 reward components share one wide panel: their scales differ by orders of
-    # magnitude, so a symmetric log scale keeps small shaping terms visible next to stage rewards.
-    for ax in axes[3, 1:]:
-        ax.remove()
-    reward_ax = figure.add_subplot(4, 4, (14, 16))
-    if _panel(reward_ax, records, x_key, x_label, "Reward components (mean per step)",
-              reward_keys, list(C.REWARD_COMPONENTS), **drawing):
-        reward_ax.set_yscale("symlog", linthresh=1e-3)
-        reward_ax.legend(fontsize=6, loc="center left", bbox_to_anchor=(1.0, 0.5))
+    env = policy_env.summary_env(metrics_path(run_dir).parent)
+    if env in (None, policy_env.HACKMATRIX):
+        figure = _hackmatrix_figure(records, x_key, x_label, drawing)
+        named = run_name(run_dir)
+    else:
+        figure = _logged_panels_figure(records, x_key, x_label, drawing)
+        named = f"{run_name(run_dir)} ({env})"
 
     # The newest x that is a number (a record's text is never drawn: matplotlib would read
     # "$...$" in it as a formula), and the run's name as plain text for the same reason.
     xs = [_number(record.get(x_key)) for record in records] if x_key else range(len(records))
     last_x = next((x for x in reversed(xs) if x is not None), len(records) - 1)
-    title = f"{run_name(run_dir)}: {records_text(len(records))}, last {x_label} {last_x}"
+    title = f"{named}: {records_text(len(records))}, last {x_label} {last_x}"
     if smooth > 1:
         title += f", moving average over {smooth} records"
     figure.suptitle(title.replace("$", r"\$"))
@@ -221,3 +223,36 @@ def plot_run(run_dir: str | pathlib.Path, output: str | pathlib.Path, smooth: in
     finally:
         plt.close(figure)
     return len(records)
+
+
+def _hackmatrix_figure(records, x_key, x_label, drawing):
+    """Every panel, each one without data saying "not logged"."""
+    figure, axes = plt.subplots(4, 4, figsize=(20, 16))
+    for ax, (title, keys, labels, thresholds) in zip(axes.flat, PANELS):
+        _panel(ax, records, x_key, x_label, title, keys, labels, thresholds, **drawing)
+
+    # The 15 reward components share one wide panel: their scales differ by orders of
+    # magnitude, so a symmetric log scale keeps small shaping terms visible next to stage rewards.
+    for ax in axes[3, 1:]:
+        ax.remove()
+    reward_ax = figure.add_subplot(4, 4, (14, 16))
+    title, keys, labels, _ = REWARD_PANEL
+    if _panel(reward_ax, records, x_key, x_label, title, keys, labels, **drawing):
+        reward_ax.set_yscale("symlog", linthresh=1e-3)
+        reward_ax.legend(fontsize=6, loc="center left", bbox_to_anchor=(1.0, 0.5))
+    return figure
+
+
+def _logged_panels_figure(records, x_key, x_label, drawing):
+    """The panels with data only, four to a row: another env logs none of HackMatrix's stages,
+    outcomes, actions or reward components. With no curve at all, one panel says so."""
+    logged = [panel for panel in [*PANELS, REWARD_PANEL]
+              if any(_series(records, x_key, key)[0] for key in panel[1])] or PANELS[:1]
+    rows = -(-len(logged) // OTHER_ENV_COLUMNS)
+    columns = min(len(logged), OTHER_ENV_COLUMNS)
+    figure, axes = plt.subplots(rows, columns, figsize=(5 * columns, 4 * rows), squeeze=False)
+    for ax, (title, keys, labels, thresholds) in zip(axes.flat, logged):
+        _panel(ax, records, x_key, x_label, title, keys, labels, thresholds, **drawing)
+    for ax in list(axes.flat)[len(logged):]:
+        ax.remove()
+    return figure

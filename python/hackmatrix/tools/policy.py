@@ -1,4 +1,5 @@
-"""Trained policies for the tools: finding and loading a checkpoint, masked action selection.
+"""Trained policies for the tools: finding and loading a checkpoint of any env, masked action
+selection.
 
 A policy never picks a masked (invalid) action: both argmax and sampling run over the logits with
 every invalid action masked as in training. Probabilities shown to users are those of this masked
@@ -19,7 +20,7 @@ import numpy as np
 from hackmatrix.game import constants as C
 from hackmatrix.game import observation
 from hackmatrix.messages import error_line
-from hackmatrix.tools import cli
+from hackmatrix.tools import cli, policy_env
 from hackmatrix.tools.evaluation import Policy
 from hackmatrix.training import checkpoint as ckpt
 from hackmatrix.training import distribution
@@ -42,14 +43,16 @@ class LoadedPolicy(NamedTuple):
     network: net.ActorCritic
     params: dict
     network_config: dict
+    env_id: str = policy_env.HACKMATRIX   # the env it was trained on (policy_env.py)
 
     @property
     def architecture(self) -> str:
         """e.g. "separate ego(16) + 2 x 256 tanh" or, for older files, "shared 2 x 256 tanh"."""
         config = {**LEGACY_ARCHITECTURE, **self.network_config}
         grid = f"{config['torso']}({config['conv_channels']}) + " if config["torso"] != "mlp" else ""
+        dtype = f" {config['dtype']}" if config.get("dtype", "float32") != "float32" else ""
         return (f"{'shared' if config['shared'] else 'separate'} {grid}{config['num_layers']} x "
-                f"{config['hidden_dim']} {config['activation']}")
+                f"{config['hidden_dim']} {config['activation']}{dtype}")
 
 
 def latest_checkpoint(checkpoint_dir: str | pathlib.Path) -> pathlib.Path:
@@ -122,22 +125,33 @@ def _other_policy_note(source: pathlib.Path, chosen: pathlib.Path) -> str:
     return f"; the run's next newest policy file: {others[-1]}" if others else ""
 
 
-def load_policy(source: str | pathlib.Path, path: pathlib.Path | None = None) -> LoadedPolicy:
+def load_policy(source: str | pathlib.Path, path: pathlib.Path | None = None,
+                env_id: str | None = None) -> LoadedPolicy:
     """Loads a .pkl checkpoint, a params .npz or a run directory and checks that the network
-    fits this game (observation size and action count) by running it once. `path`, if given,
-    is the file `resolve_policy_file(source)` chose earlier (a run may save a newer one since)."""
+    fits its env (observation size and action count) by running it once. `path`, if given,
+    is the file `resolve_policy_file(source)` chose earlier (a run may save a newer one since).
+    The env is the one the file records (`policy_env.py`); `env_id` (the tools' `--env`) names
+    it for a file that records none, and must agree with one that does (exit 3)."""
     source = pathlib.Path(source)
     path = resolve_policy_file(source) if path is None else path
     try:
         params, network_config = ckpt.load_policy_params(path)
+        env_id, env_known = policy_env.policy_env_id(path, env_id)
     except ckpt.CheckpointError as error:
         raise PolicyLoadError(f"{error}{_other_policy_note(source, path)}") from None
     obs_dim = int(network_config.get("obs_dim", OBS_DIM))
     num_actions = int(network_config.get("num_actions", -1))
-    if obs_dim != OBS_DIM or num_actions != C.NUM_ACTIONS:
+    if env_id == policy_env.HACKMATRIX:
+        env_obs_dim, env_actions, env_name = OBS_DIM, C.NUM_ACTIONS, "this game"
+    else:
+        env = policy_env.make_tool_env(env_id)
+        env_obs_dim, env_actions, env_name = env.observation_size, env.num_actions, env_id
+    if obs_dim != env_obs_dim or num_actions != env_actions:
+        # A params file copied out of its run records no env and is taken for HackMatrix's.
+        hint = "" if env_known else "; a policy of another env: give --env ID"
         raise PolicyLoadError(
             f"{path}: network expects {obs_dim} features and {num_actions} actions, "
-            f"this game has {OBS_DIM} and {C.NUM_ACTIONS}")
+            f"{env_name} has {env_obs_dim} and {env_actions}{hint}")
     dtypes = {np.asarray(leaf).dtype for leaf in jax.tree_util.tree_leaves(params)}
     if not all(np.issubdtype(dtype, np.floating) for dtype in dtypes):
         raise PolicyLoadError(f"{path}: parameters must be real floating-point arrays, found "
@@ -149,14 +163,14 @@ def load_policy(source: str | pathlib.Path, path: pathlib.Path | None = None) ->
     try:
         network = net.network_from_config(network_config)
         params = jax.tree_util.tree_map(jnp.asarray, params)
-        logits, value = network.apply(params, jnp.zeros((OBS_DIM,), jnp.float32))
+        logits, value = network.apply(params, jnp.zeros((env_obs_dim,), jnp.float32))
     except Exception as error:  # noqa: BLE001  (flax reports shape mismatches in many types)
         raise PolicyLoadError(f"{path}: parameters do not fit the network: "
                               f"{error_line(error)}") from None
-    if logits.shape != (C.NUM_ACTIONS,) or value.shape != ():
+    if logits.shape != (env_actions,) or value.shape != ():
         raise PolicyLoadError(f"{path}: network outputs have shapes {logits.shape}, {value.shape}")
     return LoadedPolicy(source=source, file=path, network=network, params=params,
-                        network_config=dict(network_config))
+                        network_config=dict(network_config), env_id=env_id)
 
 
 def masked_logits(logits: jax.Array, action_mask: jax.Array) -> jax.Array:

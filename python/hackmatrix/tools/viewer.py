@@ -21,7 +21,8 @@ from typing import Callable, NamedTuple, TextIO
 import jax
 import numpy as np
 
-from hackmatrix import interrupts, xla_options
+from hackmatrix import xla_options
+from hackmatrix.shell import interrupts
 from hackmatrix.game import constants as C
 from hackmatrix.game import renderer
 from hackmatrix.game import transition

@@ -13,8 +13,8 @@ import math
 import os
 
 from hackmatrix.training import checkpoint as ckpt
-from hackmatrix.training.config import (LR_SCHEDULES, MAX_HIDDEN_WEIGHTS, MAX_NUM_LAYERS,
-                                        MAX_TOTAL_TIMESTEPS, TrainConfig)
+from hackmatrix.training.config import (ALGOS, DTYPES, LR_SCHEDULES, MAX_HIDDEN_WEIGHTS,
+                                        MAX_NUM_LAYERS, MAX_TOTAL_TIMESTEPS, TrainConfig)
 from hackmatrix.training.wandb_sink import MODES
 
 
@@ -22,7 +22,7 @@ MAX_EVAL_EPISODES = 65_536
 # The network and reward flags' values are checked by `config.validate` (exit 3), which imports
 # the game and the network only then: the flags are parsed before JAX is imported.
 ARCHITECTURE_FIELDS = ("torso", "shared_torso", "activation", "hidden_dim", "num_layers",
-                       "conv_channels")
+                       "conv_channels", "dtype")
 
 
 CONFIG_FIELDS = tuple(field.name for field in dataclasses.fields(TrainConfig))
@@ -64,14 +64,21 @@ def _whole_number(text: str) -> int:
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="train_purejaxrl.py",
-        description="Train an action-masked PPO agent on the pure-JAX HackMatrix environment. "
-                    "Defaults suit the device: on CPU a few-minute run that visibly learns; on "
+        description="Train an action-masked PPO or A2C agent on the pure-JAX HackMatrix "
+                    "environment, or on a gymnax environment. Defaults suit the device: on CPU a few-minute run that visibly learns; on "
                     "GPU/TPU 2048 envs x 128 steps. Exit codes: 0 done, 2 failure, 3 bad "
                     "arguments, 6 checkpoint load failure, 7 interrupted (a checkpoint saved once "
                     "training has begun).",
         epilog="On CPU the game compiles in a fast-compile mode (~25% quicker to compile, ~10% "
                "slower to run); for a long CPU run set HACKMATRIX_CPU_COMPILE=throughput "
                "(hackmatrix/xla_options.py).")
+    task = parser.add_argument_group("environment and algorithm (kept by a resume)")
+    task.add_argument("--env", help="hackmatrix (default) or a discrete-action gymnax id such "
+                      "as CartPole-v1, Acrobot-v1 or Breakout-MinAtar (needs gymnax: pip "
+                      "install -e \"python[gymnax]\"); other envs train a 64x2 mlp by default")
+    task.add_argument("--algo", choices=ALGOS, help="ppo (default) or a2c: one gradient step "
+                      "per rollout, RMSprop, with Stable-Baselines3's defaults (5-step rollouts, "
+                      "lr 7e-4 constant, gae-lambda 1.0)")
     run = parser.add_argument_group("run size")
     run.add_argument("--total-timesteps", type=_whole_number, help="env steps for the whole run, "
                      f"resumes included, e.g. 5e6, at most {MAX_TOTAL_TIMESTEPS:,} (CPU "
@@ -85,7 +92,7 @@ def build_parser() -> argparse.ArgumentParser:
                           "the CPU into N devices so that N cores step the game at once, but not "
                           "bit-reproducibly); a resume keeps the checkpoint's count when it can")
 
-    ppo = parser.add_argument_group("PPO")
+    ppo = parser.add_argument_group("optimisation (PPO's defaults; --algo a2c sets its own)")
     ppo.add_argument("--num-minibatches", type=int, help="minibatches per epoch (default 4; "
                      "auto-scaled for batches above 32,768 unless given)")
     ppo.add_argument("--update-epochs", type=int, help="epochs per update (default 4; auto-scaled "
@@ -126,6 +133,11 @@ def build_parser() -> argparse.ArgumentParser:
     net.add_argument("--conv-channels", type=int,
                      help="channels per cell of the grid torsos: each convolution's (conv), "
                           "the cell embedding's (ego) (default 16)")
+    net.add_argument("--dtype", metavar="{" + ",".join(DTYPES) + "}",
+                     help="the network's compute dtype: bfloat16 computes the torsos in "
+                          "bfloat16 over float32 params (the heads, logits, value, losses and "
+                          "optimiser stay float32); meant for accelerators: CPU emulates it, "
+                          "slower than float32 (default float32)")
 
     reward = parser.add_argument_group("training reward (evaluation always reports the game's "
                                        "own outcomes)")

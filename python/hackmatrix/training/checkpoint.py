@@ -84,6 +84,14 @@ def save_params(path: Path, params: dict, network: dict | None = None,
     return atomic_write(path, _params_writer(params, network, meta))
 
 
+def env_meta(config: dict) -> dict:
+    """The `meta` entries that tie a params file to its env (tools make the env from them);
+    a config without `env` is HackMatrix's. Nothing for a config that is not one (a corrupt
+    state, which the checks refuse on their own terms)."""
+    env = config.get("env", "hackmatrix") if isinstance(config, dict) else None
+    return {"env": env} if isinstance(env, str) else {}
+
+
 def _params_writer(params: dict, network: dict | None, meta: dict | None = None):
     flat = flatten_params(params)
     for prefix, entries in ((NETWORK_ENTRY, network), (META_ENTRY, meta)):
@@ -125,7 +133,8 @@ def save_checkpoint(run_dir: Path, state: dict) -> Path:
         raise ValueError(f"checkpoint state lacks {missing}")
     update = int(state["update"])
     params_temp = write_temp(params_path(run_dir, update),
-                             _params_writer(state["params"], state["network"]))
+                             _params_writer(state["params"], state["network"],
+                                            env_meta(state["config"])))
     try:
         checkpoint_temp = write_temp(
             checkpoint_path(run_dir, update),
@@ -145,7 +154,7 @@ def restore_params_file(run_dir: Path, state: dict) -> Path | None:
     path = params_path(run_dir, int(state["update"]))
     if path.is_file():
         return None
-    return save_params(path, state["params"], state["network"])
+    return save_params(path, state["params"], state["network"], env_meta(state["config"]))
 
 
 def list_checkpoints(run_dir: Path) -> list[tuple[int, Path]]:
@@ -313,7 +322,7 @@ def _check_resume_fields(path: Path, state: dict) -> None:
     import dataclasses
 
     from hackmatrix.training.config import LEGACY_FIELDS, ConfigError, TrainConfig, validate
-    from hackmatrix.training.config import LEGACY_ARCHITECTURE
+    from hackmatrix.training.config import DEFAULT_DTYPE, LEGACY_ARCHITECTURE
 
     # A missing field would take today's default, which need not be the one the run trained
     # with (lr's default has changed). num_devices came later: absent, the run had one device.
@@ -328,8 +337,8 @@ def _check_resume_fields(path: Path, state: dict) -> None:
     except (ConfigError, TypeError, ValueError) as error:
         raise CheckpointError(f"{path} is corrupt: its config is invalid ({error_line(error)})") from None
     # A resume builds the network from the config, the other tools from `network`: they agree.
-    network = {**LEGACY_ARCHITECTURE, **state["network"]}
-    configured = TrainConfig.from_dict(state["config"]).network_config
+    network = {**LEGACY_ARCHITECTURE, "dtype": DEFAULT_DTYPE, **state["network"]}
+    configured = {"dtype": DEFAULT_DTYPE, **TrainConfig.from_dict(state["config"]).network_config}
     disagree = [f"{key} {network[key]} in its network, {value} in its config"
                 for key, value in configured.items() if network[key] != value]
     if disagree:

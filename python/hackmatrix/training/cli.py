@@ -28,16 +28,16 @@ from typing import Callable, NamedTuple
 
 import numpy as np
 
-from hackmatrix import (compilation_cache, frame_stack, interrupts, jax_backend, stdout_reader,
-                        xla_options)
-from hackmatrix.exit_codes import (
+from hackmatrix import xla_options
+from hackmatrix.shell import compilation_cache, frame_stack, interrupts, jax_backend, stdout_reader
+from hackmatrix.shell.exit_codes import (
     EXIT_BAD_ARGUMENTS, EXIT_BAD_CHECKPOINT, EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK)
 from hackmatrix.messages import error_line, one_line
 from hackmatrix.training import arguments, devices, resume, run_directory, startup
 from hackmatrix.training import checkpoint as ckpt
 from hackmatrix.training import metrics as M
 from hackmatrix.training.arguments import UsageError, build_parser, run_options
-from hackmatrix.training.config import ConfigError, TrainConfig, device_defaults, validate
+from hackmatrix.training.config import ConfigError, TrainConfig, run_defaults, validate
 from hackmatrix.training.wandb_sink import WandbSink, new_run_id, resolve_mode
 
 
@@ -69,17 +69,24 @@ def git_commit(directory: Path = Path(__file__).parent) -> str | None:
     return commit + ("-dirty" if git("status", "--porcelain", "--untracked-files=no") else "")
 
 
-def make_env():
-    from hackmatrix.game.env import HackMatrixEnv
-    env = HackMatrixEnv()
+def make_env(env_id: str = "hackmatrix"):
+    """(env, its default params) of `--env env_id` (`envs/registry.py`); ConfigError (exit 3)
+    when it cannot be made here."""
+    from hackmatrix.envs.registry import EnvError
+    from hackmatrix.envs.registry import make_env as make
+    try:
+        env = make(env_id)
+    except EnvError as error:
+        raise ConfigError(str(error)) from None
     return env, env.default_params
 
 
 def with_training_reward(env_params, config: TrainConfig):
-    """The env params with the reward options of `config` (`game/reward_options.py`)."""
+    """The env params with the reward options of `config` (`game/reward_options.py`); other
+    envs than HackMatrix train on their own reward."""
     from hackmatrix.game import reward_options
-    if env_params is None:  # an env without reward options
-        return None
+    if env_params is None or config.env != "hackmatrix":
+        return env_params
     return reward_options.env_params(config.reward_weights, config.distance_shaping,
                                      base=env_params)
 
@@ -87,7 +94,8 @@ def with_training_reward(env_params, config: TrainConfig):
 def fresh_config(args, backend: str, available_devices: int) -> tuple[TrainConfig, dict, set]:
     """(config, auto-scaled changes, the config fields the user set)."""
     explicit = arguments.explicit_values(args)
-    config = TrainConfig(**{**device_defaults(backend), **explicit})
+    defaults = run_defaults(backend, explicit.get("env", "hackmatrix"), explicit.get("algo", "ppo"))
+    config = TrainConfig(**{**defaults, **explicit})
     counts = ([config.num_devices] if "num_devices" in explicit or backend == "cpu"
               else range(available_devices, 0, -1))
     config, scaled = devices.fit_device_count(config, counts, frozenset(explicit))
@@ -155,12 +163,16 @@ def _network_config(config: TrainConfig, obs_dim: int, num_actions: int) -> dict
 
 def _network_text(config: TrainConfig) -> str:
     grid = {"conv": f"conv{config.conv_channels}x2+", "ego": f"ego{config.conv_channels}+"}
-    torso = grid.get(config.torso, "") + f"{config.num_layers}x{config.hidden_dim} {config.activation}"
+    dtype = {"bfloat16": " bf16"}.get(config.dtype, "")
+    torso = (grid.get(config.torso, "")
+             + f"{config.num_layers}x{config.hidden_dim} {config.activation}{dtype}")
     return f"{'shared' if config.shared_torso else 'separate'}({torso})"
 
 
 def _reward_text(config: TrainConfig) -> str:
     """The training reward in a few words; the rules' reward is named as such."""
+    if config.env != "hackmatrix":
+        return "the env's own"
     if not config.reward_weights and config.distance_shaping == "rules":
         return "rules"
     parts = [f"distance_shaping={config.distance_shaping}"]
@@ -370,7 +382,7 @@ def _train(args, signals: _Signals, cleanup: contextlib.ExitStack) -> int:
     import jax
     import jax.numpy as jnp
 
-    from hackmatrix.training.ppo import make_schedule, make_trainer
+    from hackmatrix.training.trainer import make_schedule, make_trainer
 
     # Before JAX starts its backends, which fixes how many devices the CPU shows.
     devices.request_cpu_devices(args.num_devices or int(
@@ -389,6 +401,10 @@ def _train(args, signals: _Signals, cleanup: contextlib.ExitStack) -> int:
     validate(config)
     if (error := devices.missing_devices_error(config.num_devices)) is not None:
         raise ConfigError(error)
+    env, env_params = make_env(config.env)
+    if options["eval_interval"] and config.env != "hackmatrix":
+        raise ConfigError(f"--eval-interval plays HackMatrix boards against its baselines; "
+                          f"for --env {config.env} use evaluate.py on the run")
     if saved is None and (note := _idle_devices_note(config, start.explicit_config, backend,
                                                      available_devices)):
         say(note)
@@ -420,7 +436,7 @@ def _train(args, signals: _Signals, cleanup: contextlib.ExitStack) -> int:
         f"auto_scaled={scaled_text}")
     say(f"[config] updates={start_update}->{num_updates} total_timesteps={config.total_timesteps} "
         f"lr={config.lr} lr_schedule={config.lr_schedule} seed={config.seed} run_dir={run_dir}")
-    say(f"[config] network={_network_text(config)} ent_coef={config.ent_coef}->"
+    say(f"[config] env={config.env} algo={config.algo} network={_network_text(config)} ent_coef={config.ent_coef}->"
         f"{config.ent_coef_end} clip_value_loss={config.clip_value_loss} "
         f"reward={_reward_text(config)}")
     if backend == "cpu" and config.num_devices > 1:
@@ -438,7 +454,6 @@ def _train(args, signals: _Signals, cleanup: contextlib.ExitStack) -> int:
         say(f"[config] devices={jax.devices()} compilation_cache={cache_dir} "
             f"updates_per_chunk={config.updates_per_chunk}")
 
-    env, env_params = make_env()
     env_params = with_training_reward(env_params, config)
     obs_dim, num_actions = env.observation_size, env.num_actions
     network = _network_config(config, obs_dim, num_actions)
@@ -449,7 +464,7 @@ def _train(args, signals: _Signals, cleanup: contextlib.ExitStack) -> int:
     trainer = make_trainer(config, env, env_params)
     # The log window a checkpoint saved part-filled (saved off a log boundary): its episodes
     # go into the first line after the resume.
-    window, window_seconds = M.MetricsWindow(config.batch_size), 0.0
+    window, window_seconds = M.MetricsWindow(config.batch_size, env.metrics), 0.0
     if saved is not None and saved.get("metrics_window") is not None:
         try:
             window_seconds = window.restore(saved["metrics_window"])
@@ -695,7 +710,7 @@ def _train(args, signals: _Signals, cleanup: contextlib.ExitStack) -> int:
                           "is complete, so it finishes as usual (exit 0, nothing to resume)")
         save_checkpoint("final", session_end=True)
         ckpt.save_params(run_dir / ckpt.FINAL_PARAMS_NAME, jax.device_get(runner.train.params),
-                         network)
+                         network, ckpt.env_meta(config.to_dict()))
         run_complete = True
         final = summary("completed")
         M.write_summary(run_dir, final)

@@ -37,6 +37,9 @@ class ConfigError(ValueError):
 
 @dataclass(frozen=True)
 class TrainConfig:
+    # The environment (`envs/registry.py`) and the algorithm (`algorithms/`).
+    env: str = "hackmatrix"
+    algo: str = "ppo"
     total_timesteps: int = 3_000_000
     num_envs: int = 256
     num_steps: int = 128
@@ -61,6 +64,8 @@ class TrainConfig:
     hidden_dim: int = 256
     num_layers: int = 2
     conv_channels: int = 16
+    # The network's compute dtype (DTYPES); params and the optimiser stay float32.
+    dtype: str = "float32"
     # The reward the agent trains on (`game/reward_options.py`); evaluation always reports the
     # game's own outcomes.
     reward_weights: str = ""
@@ -105,7 +110,10 @@ class TrainConfig:
         come from the env)."""
         return {"torso": self.torso, "shared": self.shared_torso, "activation": self.activation,
                 "hidden_dim": self.hidden_dim, "num_layers": self.num_layers,
-                "conv_channels": self.conv_channels if self.torso != "mlp" else 0}
+                "conv_channels": self.conv_channels if self.torso != "mlp" else 0,
+                # Recorded only when not float32: a float32 network's record is the one every
+                # file held before this option, and a record without it is float32.
+                **({"dtype": self.dtype} if self.dtype != DEFAULT_DTYPE else {})}
 
     @classmethod
     def from_dict(cls, values: dict) -> "TrainConfig":
@@ -120,16 +128,20 @@ class TrainConfig:
 # was then (`network.py`).
 LEGACY_ARCHITECTURE = {"torso": "mlp", "shared": True, "activation": "tanh", "conv_channels": 0}
 
+# The network's compute dtypes (`--dtype`); a `network` record without `dtype` is float32.
+DTYPES = ("float32", "bfloat16")
+DEFAULT_DTYPE = "float32"
+
 # Options that came after the first checkpoints: what a config without them trained with.
-LEGACY_FIELDS = frozenset({"num_devices", "lr_schedule", "ent_coef_end", "clip_value_loss",
-                           "torso", "shared_torso", "activation", "conv_channels",
+LEGACY_FIELDS = frozenset({"env", "algo", "num_devices", "lr_schedule", "ent_coef_end", "clip_value_loss",
+                           "torso", "shared_torso", "activation", "conv_channels", "dtype",
                            "reward_weights", "distance_shaping"})
 
 
 def legacy_values(values: dict) -> dict:
-    legacy = {"num_devices": 1, "ent_coef_end": values.get("ent_coef", TrainConfig.ent_coef),
+    legacy = {"env": "hackmatrix", "algo": "ppo", "num_devices": 1, "ent_coef_end": values.get("ent_coef", TrainConfig.ent_coef),
               "clip_value_loss": True, "torso": "mlp", "shared_torso": True, "activation": "tanh",
-              "conv_channels": TrainConfig.conv_channels, "reward_weights": "",
+              "conv_channels": TrainConfig.conv_channels, "dtype": DEFAULT_DTYPE, "reward_weights": "",
               "distance_shaping": "rules"}
     if "anneal_lr" in values:
         legacy["lr_schedule"] = "linear" if values["anneal_lr"] else "constant"
@@ -151,6 +163,26 @@ def device_defaults(backend: str) -> dict:
     return DEVICE_DEFAULTS["cpu" if backend == "cpu" else "accelerator"]
 
 
+ALGOS = ("ppo", "a2c")
+# What `--algo` changes when the flags leave it: A2C as Stable-Baselines3 sets it (short
+# rollouts, one gradient step per rollout on the whole batch, full n-step returns, constant lr).
+ALGORITHM_DEFAULTS = {
+    "ppo": {},
+    "a2c": {"num_steps": 5, "lr": 7e-4, "lr_schedule": "constant", "gae_lambda": 1.0,
+            "num_minibatches": 1, "update_epochs": 1},
+}
+# Another env than HackMatrix has no board for the grid torsos and no reward options: the
+# PureJaxRL network (two dense layers of 64, tanh) and the env's own reward.
+OTHER_ENV_DEFAULTS = {"torso": "mlp", "hidden_dim": 64, "distance_shaping": "rules"}
+
+
+def run_defaults(backend: str, env: str = "hackmatrix", algo: str = "ppo") -> dict:
+    """The defaults of a fresh run, before the user's flags: the device's, the algorithm's
+    (of a known one) and the env's."""
+    env_defaults = {} if env == "hackmatrix" else OTHER_ENV_DEFAULTS
+    return {**device_defaults(backend), **ALGORITHM_DEFAULTS.get(algo, {}), **env_defaults}
+
+
 def _divisors(n: int) -> list[int]:
     small = [d for d in range(1, math.isqrt(n) + 1) if n % d == 0]
     return sorted(set(small + [n // d for d in small]))
@@ -170,7 +202,8 @@ def auto_scale_for_batch_size(config: TrainConfig,
     Values named in `explicit` (set by the user) are never changed. Returns the new config and a
     {field: (old, new)} dict of what changed.
     """
-    if not REFERENCE_BATCH_SIZE < config.batch_size <= MAX_COUNT:  # `validate` refuses larger
+    if (config.algo != "ppo"  # one gradient step on the whole batch
+            or not REFERENCE_BATCH_SIZE < config.batch_size <= MAX_COUNT):  # `validate` refuses
         return config, {}
     changes = {}
     num_minibatches = config.num_minibatches
@@ -244,6 +277,20 @@ def validate(config: TrainConfig) -> None:
                           f"{config.num_layers} makes {hidden_weights:,} hidden weights in "
                           f"{torsos} torso(s), over the {MAX_HIDDEN_WEIGHTS:,} that train "
                           "within memory")
+    if config.algo not in ALGOS:
+        raise ConfigError(f"--algo must be one of {', '.join(ALGOS)}, got {config.algo!r}")
+    if config.algo == "a2c" and (config.num_minibatches, config.update_epochs) != (1, 1):
+        raise ConfigError(f"--algo a2c takes one gradient step per rollout: --num-minibatches "
+                          f"and --update-epochs must be 1, got {config.num_minibatches} and "
+                          f"{config.update_epochs}")
+    if not config.env.isprintable() or not config.env.strip():
+        raise ConfigError(f"--env must be printable text, got {config.env!r}")
+    if config.env != "hackmatrix" and (config.reward_weights or config.distance_shaping != "rules"):
+        raise ConfigError(f"--reward-weights and --distance-shaping shape HackMatrix's reward: "
+                          f"--env {config.env} trains on its own")
+    if config.env != "hackmatrix" and config.torso != "mlp":
+        raise ConfigError(f"--torso {config.torso} reads HackMatrix's board: --env {config.env} "
+                          "takes --torso mlp")
     # Imported here: the flags are checked before JAX is imported.
     from hackmatrix.game import reward_options
     from hackmatrix.training.network import architecture_problem, first_layer_inputs

@@ -99,7 +99,8 @@ def _figures_text(metrics: dict, prefix: str = "") -> str:
 
 def save_best(path: Path, params, network_config: dict, update: int, mean_stage: float) -> Path:
     return ckpt.save_params(path, params, network_config,
-                            meta={"update": int(update), "mean_stage": float(mean_stage)})
+                            meta={"update": int(update), "mean_stage": float(mean_stage),
+                                  "env": "hackmatrix"})
 
 
 def read_best(path: Path) -> tuple[float | None, int | None]:

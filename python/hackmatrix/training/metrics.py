@@ -14,7 +14,8 @@ from pathlib import Path
 
 import numpy as np
 
-from hackmatrix.game.constants import REWARD_COMPONENTS
+from hackmatrix.envs.contract import EnvMetrics
+from hackmatrix.envs.hackmatrix_env import HACKMATRIX_METRICS
 from hackmatrix.training.checkpoint import atomic_write
 
 METRICS_FILE = "metrics.jsonl"
@@ -30,17 +31,19 @@ ENTROPY_FLOOR = 0.1
 LOSS_KEYS = ("pg_loss", "value_loss", "entropy", "approx_kl", "clip_fraction", "total_loss",
              "grad_norm")
 MEAN_KEYS = (*LOSS_KEYS, "explained_variance")
-SUM_KEYS = ("reward_sum", "episode_return_sum", "episode_length_sum", "num_episodes",
-            "reward_components_sum", "move_count", "siphon_count", "program_count",
-            "invalid_action_count", "ended_stage_sum", "episodes_won", "episodes_died",
-            "episodes_truncated")
+# Every env's (`trainer.rollout_metrics`); an env adds its own (`EnvMetrics.sum_keys`).
+EPISODE_SUM_KEYS = ("reward_sum", "episode_return_sum", "episode_length_sum", "num_episodes")
+SUM_KEYS = EPISODE_SUM_KEYS + HACKMATRIX_METRICS.sum_keys  # HackMatrix's window
 
 
 class MetricsWindow:
-    """Accumulates the per-update metrics of the updates one log line covers."""
+    """Accumulates the per-update metrics of the updates one log line covers: the trainer's
+    own and those of the env (`env_metrics`, HackMatrix's by default)."""
 
-    def __init__(self, batch_size: int):
+    def __init__(self, batch_size: int, env_metrics: EnvMetrics = HACKMATRIX_METRICS):
         self.batch_size = batch_size
+        self.env_metrics = env_metrics
+        self.sum_keys = EPISODE_SUM_KEYS + env_metrics.sum_keys
         self.reset()
 
     def reset(self) -> None:
@@ -48,19 +51,20 @@ class MetricsWindow:
         self.steps = 0  # env steps; a resume with another batch size keeps the old updates' own
         self.sums: dict[str, np.ndarray] = {}
         self.loss_sums: dict[str, float] = {}
-        self.highest_stage = 0
+        self.maxima = {key: 0 for key in self.env_metrics.max_keys}
         self.learning_rate = float("nan")
 
     def add(self, chunk_metrics: dict, num_active: int) -> None:
         """Adds the first `num_active` updates of a chunk's stacked metrics (host arrays)."""
-        for key in SUM_KEYS:
+        for key in self.sum_keys:
             total = np.asarray(chunk_metrics[key][:num_active], np.float64).sum(axis=0)
             self.sums[key] = self.sums.get(key, 0) + total
         for key in MEAN_KEYS:
             self.loss_sums[key] = self.loss_sums.get(key, 0.0) + float(
                 np.asarray(chunk_metrics[key][:num_active], np.float64).sum())
-        self.highest_stage = max(self.highest_stage,
-                                 int(np.max(chunk_metrics["highest_stage"][:num_active])))
+        for key in self.maxima:
+            self.maxima[key] = max(self.maxima[key],
+                                   int(np.max(chunk_metrics[key][:num_active])))
         self.learning_rate = float(chunk_metrics["learning_rate"][num_active - 1])
         self.updates += num_active
         self.steps += num_active * self.batch_size
@@ -70,7 +74,7 @@ class MetricsWindow:
         the episodes that ended between the last log line and the save."""
         return {"updates": self.updates, "steps": self.steps, "seconds": float(seconds),
                 "sums": {key: np.asarray(value) for key, value in self.sums.items()},
-                "loss_sums": dict(self.loss_sums), "highest_stage": self.highest_stage,
+                "loss_sums": dict(self.loss_sums), **self.maxima,
                 "learning_rate": self.learning_rate}
 
     def restore(self, state: dict) -> float:
@@ -79,7 +83,7 @@ class MetricsWindow:
         updates, steps, seconds = int(state["updates"]), int(state["steps"]), float(state["seconds"])
         sums = {key: np.asarray(state["sums"][key], np.float64) for key in state["sums"]}
         loss_sums = {key: float(state["loss_sums"][key]) for key in state["loss_sums"]}
-        complete = (set(sums) == set(SUM_KEYS)
+        complete = (set(sums) == set(self.sum_keys)
                     and set(LOSS_KEYS) <= set(loss_sums) <= set(MEAN_KEYS))
         if updates:  # a window saved without explained variance logs it as undefined
             loss_sums.setdefault("explained_variance", math.nan)
@@ -87,12 +91,13 @@ class MetricsWindow:
                 updates and not complete) or (not updates and (sums or loss_sums)):
             raise ValueError(f"inconsistent window of {updates} updates")
         self.updates, self.steps, self.sums, self.loss_sums = updates, steps, sums, loss_sums
-        self.highest_stage = int(state["highest_stage"])
+        self.maxima = {key: int(state[key]) for key in self.env_metrics.max_keys}
         self.learning_rate = float(state["learning_rate"])
         return seconds
 
     def summarize(self) -> dict:
-        """Prefixed metric values (train/, reward/, actions/, stats/); NaN where undefined."""
+        """Prefixed metric values (train/, and the env's: reward/, actions/, stats/ for
+        HackMatrix); NaN where undefined."""
         steps = self.steps
         episodes = float(self.sums["num_episodes"])
         per_episode = (lambda key: float(self.sums[key]) / episodes) if episodes else (lambda key: math.nan)
@@ -103,19 +108,8 @@ class MetricsWindow:
             "train/num_episodes": int(episodes),
             "train/mean_reward": float(self.sums["reward_sum"]) / steps,
             "train/learning_rate": self.learning_rate,
-            "actions/move_frac": float(self.sums["move_count"]) / steps,
-            "actions/siphon_frac": float(self.sums["siphon_count"]) / steps,
-            "actions/program_frac": float(self.sums["program_count"]) / steps,
-            "stats/highest_stage": self.highest_stage,
-            "stats/mean_final_stage": per_episode("ended_stage_sum"),
-            "stats/win_rate": per_episode("episodes_won"),
-            "stats/death_rate": per_episode("episodes_died"),
-            "stats/truncation_rate": per_episode("episodes_truncated"),
-            "stats/invalid_action_frac": float(self.sums["invalid_action_count"]) / steps,
         })
-        components = self.sums["reward_components_sum"] / steps
-        for name, value in zip(REWARD_COMPONENTS, components):
-            metrics[f"reward/{name}"] = float(value)
+        metrics.update(self.env_metrics.summarize(self.sums, self.maxima, steps, per_episode))
         return metrics
 
 
@@ -154,7 +148,7 @@ def format_line(record: dict, num_updates: int, eta_seconds: float) -> str:
     """One grep-friendly `key=value` line per logged update, within LINE_WIDTH columns."""
     parts = [f"update={record['update']}/{num_updates}", f"timesteps={record['timesteps']}",
              f"sps={record['train/sps']:.0f}", f"eta={format_duration(eta_seconds)}"]
-    parts += [f"{name}={_fmt(record[key])}" for name, key in STDOUT_FIELDS]
+    parts += [f"{name}={_fmt(record[key])}" for name, key in STDOUT_FIELDS if key in record]
     return "[train] " + " ".join(parts)
 
 

@@ -12,8 +12,8 @@ from hackmatrix.training import checkpoint as ckpt
 from hackmatrix.training import devices, schedules
 from hackmatrix.training.arguments import (ARCHITECTURE_FIELDS, UsageError, explicit_values,
                                            run_name_problem)
-from hackmatrix.training.config import TrainConfig
-from hackmatrix.training.config import LEGACY_ARCHITECTURE
+from hackmatrix.training.config import ALGORITHM_DEFAULTS, TrainConfig
+from hackmatrix.training.config import DEFAULT_DTYPE, LEGACY_ARCHITECTURE
 
 
 def resumed_config(args, saved: dict, available_devices: int,
@@ -24,6 +24,12 @@ def resumed_config(args, saved: dict, available_devices: int,
     # The fields set in earlier sessions (none recorded in checkpoints older than this rule).
     set_before = set(saved.get("explicit_config", ()))
     saved_config = TrainConfig.from_dict(saved["config"])
+    for name in ("env", "algo"):
+        if name in explicit and explicit[name] != getattr(saved_config, name):
+            raise ckpt.CheckpointError(
+                f"--{name} {explicit[name]} but the checkpoint's run trains "
+                f"--{name} {getattr(saved_config, name)}: a run keeps its env and algorithm "
+                "(start a new run for another)")
     for name in ARCHITECTURE_FIELDS:
         if name in explicit and explicit[name] != getattr(saved_config, name):
             raise ckpt.CheckpointError(
@@ -34,7 +40,7 @@ def resumed_config(args, saved: dict, available_devices: int,
     rescale = None
     if config.batch_size != saved_config.batch_size:
         # A new batch size: re-derive the minibatching the user left to auto-scaling.
-        defaults = TrainConfig()
+        defaults = TrainConfig(**ALGORITHM_DEFAULTS.get(saved_config.algo, {}))
         config = dataclasses.replace(config, **{
             name: getattr(defaults, name) for name in ("num_minibatches", "update_epochs")
             if name not in user_set})
@@ -93,7 +99,7 @@ def restore_runner(fresh, saved: dict, config: TrainConfig, keep_optimizer: bool
     try:
         params = _restore_leaves(fresh.train.params, jax.tree.leaves(saved["params"]), "params")
     except ckpt.CheckpointError:
-        recorded = {**LEGACY_ARCHITECTURE, **saved["network"]}
+        recorded = {**LEGACY_ARCHITECTURE, "dtype": DEFAULT_DTYPE, **saved["network"]}
         wanted = config.network_config
         if all(recorded[key] == value for key, value in wanted.items()):
             raise  # the network fits: its params are what is wrong

@@ -1,6 +1,6 @@
 """The learning-rate and entropy-coefficient schedules, as functions of training progress.
 
-Progress is timesteps trained / total timesteps, both traced (`ppo.Schedule`), so that a resume
+Progress is timesteps trained / total timesteps, both traced (`trainer.Schedule`), so that a resume
 with a new `--total-timesteps` re-aims a schedule without recompiling; that is why these are
 written over progress rather than as optax step-count schedules, whose lengths are static.
 

@@ -6,8 +6,9 @@ from __future__ import annotations
 import os
 import sys
 
-from hackmatrix import frame_stack, gc_pause, xla_options
-from hackmatrix.exit_codes import EXIT_INTERRUPTED
+from hackmatrix import xla_options
+from hackmatrix.shell import frame_stack, gc_pause
+from hackmatrix.shell.exit_codes import EXIT_INTERRUPTED
 from hackmatrix.training import resume
 
 # os._exit, a seam for the tests: it ends the process without the interpreter's teardown.

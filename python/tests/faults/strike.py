@@ -14,7 +14,7 @@ import signal
 import sys
 import time
 
-from hackmatrix.launch import exit_process
+from hackmatrix.shell.launch import exit_process
 
 
 def main() -> int:

@@ -11,7 +11,7 @@ import time
 import pytest
 
 from conftest import ReaderLeavesAfter, load_script
-from hackmatrix import stdout_reader
+from hackmatrix.shell import stdout_reader
 from hackmatrix.tools import cli
 
 
@@ -197,7 +197,7 @@ def test_a_signal_exits_7_with_one_line(signum, capsys):
 def test_a_signal_during_the_teardown_changes_neither_the_exit_code_nor_the_output(code):
     # A second Ctrl-C a moment after the first used to land in JAX's atexit clean-up, with a
     # traceback ("Exception ignored in atexit callback") on stderr.
-    program = ("import atexit, os, signal, time\nfrom hackmatrix.launch import exit_process\n"
+    program = ("import atexit, os, signal, time\nfrom hackmatrix.shell.launch import exit_process\n"
                "def teardown():\n    os.kill(os.getpid(), signal.SIGINT)\n"
                "    os.kill(os.getpid(), signal.SIGTERM)\n    time.sleep(0.2)\n"
                f"atexit.register(teardown)\nexit_process({code})")
@@ -208,7 +208,7 @@ def test_a_signal_during_the_teardown_changes_neither_the_exit_code_nor_the_outp
 def test_an_interrupted_tool_exits_7_at_once_with_its_output_flushed():
     # Without the interpreter's teardown, which crashed (exit 139) under an XLA compile that the
     # interrupt had cut short only on the Python side; here a thread stands for that compile.
-    program = ("import threading, time\nfrom hackmatrix.launch import exit_process\n"
+    program = ("import threading, time\nfrom hackmatrix.shell.launch import exit_process\n"
                "threading.Thread(target=time.sleep, args=(60,)).start()\n"
                "print('the rows so far')\nexit_process(7)")
     started = time.monotonic()

@@ -75,12 +75,13 @@ import jax
 import numpy as np
 import pytest
 
-from hackmatrix.exit_codes import EXIT_BAD_CHECKPOINT
+from hackmatrix.shell.exit_codes import EXIT_BAD_CHECKPOINT
 from hackmatrix.game import constants as C
 from hackmatrix.tools import evaluation, viewer
 from hackmatrix.tools.policy import OBS_DIM
 from hackmatrix.training import checkpoint as ckpt
-from hackmatrix.training import cli, ppo, resume, startup
+from hackmatrix.training import cli, resume, startup
+from hackmatrix.training import trainer as ppo
 from hackmatrix.training import network as net
 
 from tiny_runs import UPDATES, train
@@ -872,7 +873,9 @@ def test_the_sweep_covers_every_key_of_a_checkpoint(original):
     assert {k[len("network/"):]: original.params[k].item() for k in original.params
             if k.startswith("network/")} == original.state["network"]
     assert set(original.state["network"]) == set(NETWORK_KEYS)
-    assert set(original.params) == set(PARAMS_KEYS) | {f"network/{k}" for k in NETWORK_KEYS}
+    assert set(original.params) == (set(PARAMS_KEYS) | {f"network/{k}" for k in NETWORK_KEYS}
+                                    | {"meta/env"})
+    assert original.params["meta/env"].item() == "hackmatrix"
 
 
 @pytest.mark.parametrize("variant", each(variant for variant in VARIANTS if variant.trainer))

@@ -16,7 +16,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from hackmatrix import interrupts, xla_options
+from hackmatrix import xla_options
+from hackmatrix.shell import interrupts
 from hackmatrix.training import checkpoint as ckpt
 from hackmatrix.training import cli, resume, startup
 
@@ -64,7 +65,7 @@ def test_end_to_end_run_writes_checkpoint_params_metrics_and_summary(tmp_path, c
     assert ckpt.load_policy_params(run_dir / "final_params.npz")[1] == network
     out = capsys.readouterr().out
     # The default training reward is the potential-shaped one, named as not the rules' own.
-    assert ("[config] network=separate(ego16+2x32 tanh) ent_coef=0.01->0.01 "
+    assert ("[config] env=hackmatrix algo=ppo network=separate(ego16+2x32 tanh) ent_coef=0.01->0.01 "
             "clip_value_loss=True reward=distance_shaping=potential (not the rules' reward; "
             "evaluation reports the game's outcomes)") in out
     assert "batch_size=128 minibatch_size=32" in out and "auto_scaled=no" in out
@@ -399,8 +400,8 @@ def _resized_restore(saved, num_envs, keep_optimizer):
 
     import jax
 
-    from hackmatrix.game.env import HackMatrixEnv
-    from hackmatrix.training import ppo
+    from hackmatrix.envs.hackmatrix_env import HackMatrixTrainingEnv as HackMatrixEnv
+    from hackmatrix.training import trainer as ppo
     from hackmatrix.training.config import TrainConfig
 
     config = dataclasses.replace(TrainConfig.from_dict(saved["config"]), num_envs=num_envs)

@@ -82,7 +82,7 @@ ARCHITECTURES = {
 def test_each_architecture_trains_and_every_file_loads_the_same_policy(tmp_path, capsys, name):
     flags, network, layers, text = ARCHITECTURES[name]
     assert train(tmp_path, name, 2, *flags) == 0
-    assert f"[config] {text} " in capsys.readouterr().out
+    assert f"[config] env=hackmatrix algo=ppo {text} " in capsys.readouterr().out
     run_dir = tmp_path / name
     state = ckpt.load_checkpoint(run_dir / "checkpoint_2.pkl")
     assert state["network"] == network

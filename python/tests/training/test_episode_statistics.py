@@ -35,6 +35,7 @@ import pytest
 
 from hackmatrix.game.constants import (
     ACTION_SIPHON, FIRST_PROGRAM_ACTION, NUM_REWARD_COMPONENTS, REWARD_COMPONENTS)
+from hackmatrix.envs.hackmatrix_env import HACKMATRIX_METRICS
 from hackmatrix.game.env import EnvObservation
 from hackmatrix.training import checkpoint as ckpt
 from hackmatrix.training import cli
@@ -93,6 +94,7 @@ class ScriptedEnv:
     All actions are valid: moves, the siphon and two programs."""
     observation_size = 4
     num_actions = FIRST_PROGRAM_ACTION + 2
+    metrics = HACKMATRIX_METRICS  # its info carries HackMatrix's keys
 
     def observation(self, state):
         features = jnp.stack([state.episode_step / 10, state.step / RUN_STEPS,
@@ -228,7 +230,7 @@ def train_on_scripted_env(*argv: str) -> tuple[list[int], dict]:
         add(window, chunk_metrics, num_active)
 
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(cli, "make_env", lambda: (ScriptedEnv(), None))
+        patch.setattr(cli, "make_env", lambda env_id: (ScriptedEnv(), None))
         patch.setattr(cli.M.MetricsWindow, "add", recording_add)
         assert cli.main(list(argv)) == 0
     return chunk_sizes, {key: np.array(values) for key, values in per_update.items()}

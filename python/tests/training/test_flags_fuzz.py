@@ -78,13 +78,13 @@ CASE_TIME_LIMIT_S = 10
 
 # specs/training.md "Defaults" (the CPU column and "Shared"); the tests run on CPU.
 CPU_DEFAULTS = {
-    "total_timesteps": 3_000_000, "num_envs": 256, "num_steps": 128, "num_minibatches": 4,
+    "env": "hackmatrix", "algo": "ppo", "total_timesteps": 3_000_000, "num_envs": 256, "num_steps": 128, "num_minibatches": 4,
     "update_epochs": 4, "lr": 1e-3, "lr_schedule": "linear", "gamma": 0.99, "gae_lambda": 0.95,
     "clip_eps": 0.2, "ent_coef": 0.01, "ent_coef_end": 0.01, "vf_coef": 0.5,
     "clip_value_loss": True, "max_grad_norm": 0.5, "torso": "ego", "shared_torso": False,
     "activation": "tanh", "hidden_dim": 256, "num_layers": 2, "conv_channels": 16,
     "reward_weights": "", "distance_shaping": "potential", "seed": 0, "log_interval": 1,
-    "num_devices": 1}
+    "num_devices": 1, "dtype": "float32"}
 # The fields of a checkpoint written before the network, schedule and reward options, and what
 # --help says such a run trained with ("legacy" values: a shared tanh MLP, the rules' reward,
 # a learning rate annealed linearly or held constant by its anneal_lr, a constant entropy
@@ -123,16 +123,20 @@ UNIT_INTERVAL = ("gamma", "gae_lambda")
 FINITE_NON_NEGATIVE = ("lr", "ent_coef", "ent_coef_end", "vf_coef")
 FINITE_POSITIVE = ("clip_eps", "max_grad_norm")
 # Fields whose every value the parser checks (choices, switches) or that have rules of their own.
-CHOSEN = ("lr_schedule", "clip_value_loss", "torso", "shared_torso", "activation",
+CHOSEN = ("env", "algo", "dtype", "lr_schedule", "clip_value_loss", "torso", "shared_torso", "activation",
           "distance_shaping")
+# Flags whose other values change the defaults and rules of a run as a whole (another env's
+# network, A2C's rollout): tests/training/test_cli_envs.py checks them; the fuzz leaves them out.
+TESTED_APART = {"env", "algo"}
 # --help's {a,b,...} metavars: values that the parser takes as text and validation checks (exit
 # 3, the message naming the option: the flag, or the reward options' own words).
 LISTED_VALUES = {"torso": (("mlp", "conv", "ego"), "--torso"),
                  "activation": (("tanh", "relu", "gelu", "silu"), "--activation"),
-                 "distance_shaping": (("rules", "potential", "none"), "distance shaping")}
+                 "distance_shaping": (("rules", "potential", "none"), "distance shaping"),
+                 "dtype": (("float32", "bfloat16"), "--dtype")}
 # --help: "kept by a resume" (a resume that gives another value is an architecture mismatch).
 ARCHITECTURE = ("torso", "shared_torso", "activation", "hidden_dim", "num_layers",
-                "conv_channels")
+                "conv_channels", "dtype")
 # game/reward_options.py's docstring and --help: the components a weight list may name.
 REWARD_COMPONENTS = ("step_penalty", "stage", "score", "kills", "dataSiphon", "distance",
                      "victory", "death", "resourceGain", "resourceHolding", "damagePenalty",
@@ -284,8 +288,8 @@ class Group:
 class Fuzzer:
     def __init__(self, rng: random.Random, workspace: Path):
         self.rng, self.workspace = rng, workspace
-        self.flags = parser_flags()
-        self.options = {flag.option for flag in self.flags}
+        self.options = {flag.option for flag in parser_flags()}
+        self.flags = [flag for flag in parser_flags() if flag.dest not in TESTED_APART]
         self.allow_abbrev = cli.build_parser().allow_abbrev
 
     def text(self, action) -> str:
@@ -420,7 +424,10 @@ class SavedRun:
                 "activation": config["activation"], "hidden_dim": config["hidden_dim"],
                 "num_layers": config["num_layers"],
                 # The grid torsos' channels (conv and ego); an MLP has none.
-                "conv_channels": config["conv_channels"] if config["torso"] != "mlp" else 0}
+                "conv_channels": config["conv_channels"] if config["torso"] != "mlp" else 0,
+                # Recorded only when not float32.
+                **({"dtype": config["dtype"]} if config.get("dtype", "float32") != "float32"
+                   else {})}
 
     @property
     def timesteps(self) -> int:

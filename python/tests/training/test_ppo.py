@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 
 from hackmatrix.game.constants import NUM_REWARD_COMPONENTS
-from hackmatrix.game.env import HackMatrixEnv
+from hackmatrix.envs.hackmatrix_env import HACKMATRIX_METRICS, HackMatrixTrainingEnv as HackMatrixEnv
 from hackmatrix.training import distribution
 from hackmatrix.training.config import ConfigError, TrainConfig
-from hackmatrix.training.ppo import compute_gae, explained_variance, make_schedule, make_trainer
+from hackmatrix.training.trainer import compute_gae, explained_variance, make_schedule, make_trainer
 
 
 def test_gae_matches_hand_computation():
@@ -90,6 +90,7 @@ class CountingEnv:
     taken. Its 4 features are no HackMatrix board: configs for it take `torso="mlp"`."""
     observation_size = 4
     num_actions = 4
+    metrics = HACKMATRIX_METRICS  # its info carries HackMatrix's keys
     MASKS = ((True, True, False, True), (False, True, True, True), (False, False, True, True),
              (True, False, True, False), (True, True, True, False))
 

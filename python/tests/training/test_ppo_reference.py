@@ -29,9 +29,10 @@ import numpy as np
 import pytest
 
 from hackmatrix.game.constants import NUM_REWARD_COMPONENTS
+from hackmatrix.envs.hackmatrix_env import HACKMATRIX_METRICS
 from hackmatrix.game.env import EnvObservation
 from hackmatrix.training.config import TrainConfig
-from hackmatrix.training.ppo import make_schedule, make_trainer
+from hackmatrix.training.trainer import make_schedule, make_trainer
 
 # A large lr and a small clip_eps and max_grad_norm, so that within 2 x 2 Adam steps the ratio
 # clip, the value clip and the gradient clip all bind for some samples or minibatches.
@@ -80,6 +81,7 @@ class RecordingEnv:
     action. The state records the actions, so the test learns which ones the trainer sampled."""
     observation_size = 4
     num_actions = 4
+    metrics = HACKMATRIX_METRICS  # its info carries HackMatrix's keys
     MASKS = ((True, True, False, True), (False, True, True, True), (True, True, True, True),
              (True, False, True, False), (False, True, True, False))
 

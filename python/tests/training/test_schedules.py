@@ -11,7 +11,7 @@ import pytest
 
 from hackmatrix.training import arguments, cli, schedules
 from hackmatrix.training.config import ConfigError, TrainConfig, validate
-from hackmatrix.training.ppo import Schedule, make_schedule, make_trainer
+from hackmatrix.training.trainer import Schedule, make_schedule, make_trainer
 
 from test_ppo import CountingEnv
 

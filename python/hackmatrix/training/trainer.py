@@ -1,30 +1,27 @@
-"""Action-masked PPO in the PureJaxRL style.
+"""The training loop's device side, in the PureJaxRL style: rollouts, GAE, and the update of
+an algorithm (`algorithms/`), jitted in chunks of updates.
 
-`make_trainer(config, env, env_params)` returns pure functions. `env` is gymnax-style with the
-batched pair `batch_reset(keys, params) -> (obs, states)` / `batch_step(keys, states, actions,
-params) -> (obs, states, reward, done, info)` (the HackMatrix env runs its rarely needed parts
-only for the envs that need them there) and the static sizes `observation_size` (of
-`obs.features`) and `num_actions`; optionally `reset_shapes(params)`, the shapes of one env's
-reset, for `init_shapes`. Observations carry `features` f32[B, observation_size] and
-`action_mask` bool[B, num_actions] (`game.env.EnvObservation`); `info` holds
-`reward_components` [B, 15], `stage`, `won`, `death`, `truncated` and `invalid_action` [B] for
-the metrics, whose action fractions count HackMatrix's action numbers (moves below the siphon,
-programs from FIRST_PROGRAM_ACTION). Its per-env step keys are raw uint32[2] keys from the
-game's hash splitter (`spawning.split_key`):
+`make_trainer(config, env, env_params)` returns pure functions. `env` follows the env contract
+(`envs/contract.py`): the batched pair `batch_reset(keys, params) -> (obs, states)` /
+`batch_step(keys, states, actions, params) -> (obs, states, reward, done, info)`, the static
+sizes `observation_size` (of `obs.features`) and `num_actions`, its `metrics`, and optionally
+`reset_shapes(params)`, the shapes of one env's reset, for `init_shapes`. Its per-env step keys
+are raw uint32[2] keys from the game's hash splitter (`spawning.split_key`). The algorithm is
+`config.algo`'s (`algorithms.ALGORITHMS`); nothing here depends on which.
   init(key) -> RunnerState: not jitted. The CLI jits it with
       `out_shardings=trainer.runner_sharding`; a runner made or restored otherwise goes through
       `jax.device_put(runner, trainer.runner_sharding)` before its first `run_chunk`: on another
       sharding it is another input type, and the chunk compiles a second time.
   init_shapes(key) -> `jax.eval_shape(init, key)`, without tracing the envs' reset when it can
-  run_chunk(runner, num_active, schedule) -> (runner, metrics): `config.updates_per_chunk` PPO
+  run_chunk(runner, num_active, schedule) -> (runner, metrics): `config.updates_per_chunk`
       updates in one jitted `lax.scan`; only the first `num_active` (an int32 array; a Python
       int is another input type) run, and the rest pass the state through with metrics of 0,
       so a leftover count never recompiles. `schedule` (lr, total_timesteps) is traced, so
       changing either on resume reuses the compiled program. Metrics are stacked per update,
       shape [updates_per_chunk]: read the first `num_active`.
-  update(runner, schedule) -> (runner, metrics): one PPO update, not jitted, on one device,
-      for the caller to scan, vmap and jit as PureJaxRL does (specs/training.md, "From Python",
-      shows a whole run vmapped over seeds, and how far a seed matches a single run).
+  update(runner, schedule) -> (runner, metrics): one update, not jitted, on one device, for the
+      caller to scan, vmap and jit as PureJaxRL does (specs/training.md, "From Python", shows a
+      whole run vmapped over seeds, and how far a seed matches a single run).
 Update k depends only on the carried RunnerState (RNG included), so how updates are grouped into
 chunks, and whether a run was interrupted and resumed in between, never changes the result.
 
@@ -49,22 +46,17 @@ import optax
 from jax.sharding import NamedSharding, PartitionSpec
 
 from hackmatrix import xla_options
-from hackmatrix.game.constants import ACTION_SIPHON, FIRST_PROGRAM_ACTION, NUM_REWARD_COMPONENTS
 from hackmatrix.game.spawning import split_key
 from hackmatrix.training import distribution, schedules
+from hackmatrix.training.algorithms import ALGORITHMS
+from hackmatrix.training.algorithms.base import (Batch, Coefficients, DeviceShare, TrainState,
+                                                 Transition)
 from hackmatrix.training.config import ConfigError, TrainConfig, validate
 from hackmatrix.training.network import (ActorCritic, init_params, network_from_config,
                                          observation_size)
 
 
 ENV_AXIS = "envs"  # the mesh axis that per-env data is split over
-
-
-class TrainState(NamedTuple):
-    params: Any
-    opt_state: Any
-    # Timesteps trained so far as float32: drives LR annealing; carried so resume continues it.
-    schedule_timesteps: jax.Array
 
 
 class EnvBatch(NamedTuple):
@@ -81,33 +73,17 @@ class RunnerState(NamedTuple):
     rng: jax.Array
 
 
-class Transition(NamedTuple):
-    """One env step as PPO learns from it: `obs` is the observation `action` was chosen from."""
-    obs: Any
-    action: jax.Array
-    log_prob: jax.Array
-    value: jax.Array
-    reward: jax.Array
-    done: jax.Array
-
-
 class StepStats(NamedTuple):
     """Per-step values for metrics only."""
-    ended_return: jax.Array       # return of the episode that ended at this step, else 0
+    ended_return: jax.Array  # return of the episode that ended at this step, else 0
     ended_length: jax.Array
-    reward_components: jax.Array  # f32[15]
-    stage: jax.Array
-    won: jax.Array
-    death: jax.Array
-    truncated: jax.Array
-    invalid_action: jax.Array
+    env: dict                # the env's own (`env.metrics.step_stats`)
 
 
 def make_optimizer(config: TrainConfig) -> optax.GradientTransformation:
-    # Adam with global-norm clipping; the (annealed) learning rate is applied in the update step
-    # from the carried timestep count, so the schedule survives an optimiser reset on resume.
-    return optax.chain(optax.clip_by_global_norm(config.max_grad_norm),
-                       optax.scale_by_adam(eps=1e-5))
+    """`config.algo`'s optimiser, without the learning rate: the update applies the scheduled
+    rate from the carried timestep count, so the schedule survives an optimiser reset."""
+    return ALGORITHMS[config.algo].make_optimizer(config)
 
 
 class Schedule(NamedTuple):
@@ -172,7 +148,7 @@ class Trainer(NamedTuple):
     init_shapes: Callable[[jax.Array], RunnerState]  # init's output shapes, traced cheaply
     run_chunk: Callable[[RunnerState, jax.Array, Schedule], tuple[RunnerState, dict]]
     runner_sharding: Any  # RunnerState prefix of NamedShardings: per-env data split, rest replicated
-    # One PPO update, not jitted, for one device: the PureJaxRL building block (module docstring).
+    # One update, not jitted, for one device: the PureJaxRL building block (module docstring).
     update: Callable[[RunnerState, Schedule], tuple[RunnerState, dict]]
 
 
@@ -185,7 +161,9 @@ def make_trainer(config: TrainConfig, env, env_params) -> Trainer:
         raise ConfigError(f"--torso {config.torso} reads HackMatrix's board from the observation; "
                           f"this env's has {obs_dim} features: use --torso mlp")
     network = network_from_config({**config.network_config, "num_actions": num_actions})
-    optimizer = make_optimizer(config)
+    algorithm = ALGORITHMS[config.algo]
+    optimizer = algorithm.make_optimizer(config)
+    env_metrics = env.metrics
     num_devices = config.num_devices
     devices = jax.local_devices()[:num_devices]
     if len(devices) != num_devices:
@@ -203,8 +181,15 @@ def make_trainer(config: TrainConfig, env, env_params) -> Trainer:
         """This device's key from a key every device holds: its envs and shuffles differ."""
         return key if num_devices == 1 else jax.random.fold_in(key, jax.lax.axis_index(ENV_AXIS))
 
+    # Sequential under vmap: batched, the orthogonal initialisers' QR decompositions become
+    # batched LAPACK calls that can deadlock XLA:CPU's thread pool (jaxlib 0.10.2, 2 cores).
+    # Unbatched (the CLI) it is the plain call.
+    @jax.custom_batching.sequential_vmap
+    def new_params(key: jax.Array):
+        return init_params(network, key, obs_dim)
+
     def init_train_state(key: jax.Array) -> TrainState:
-        params = init_params(network, key, obs_dim)
+        params = new_params(key)
         return TrainState(params, optimizer.init(params), jnp.float32(0.0))
 
     def make_init(batch_reset) -> Callable[[jax.Array], RunnerState]:
@@ -250,12 +235,9 @@ def make_trainer(config: TrainConfig, env, env_params) -> Trainer:
             lambda stored, obs: jax.lax.dynamic_update_index_in_dim(stored, obs, step, 1),
             observations, envs.obs)
         transition = Transition(None, action, action_log_prob, value, reward, done)
-        stats = StepStats(
-            ended_return=jnp.where(done, episode_return, 0.0),
-            ended_length=jnp.where(done, episode_length, 0),
-            reward_components=info["reward_components"],
-            stage=info["stage"], won=info["won"], death=info["death"],
-            truncated=info["truncated"], invalid_action=info["invalid_action"])
+        stats = StepStats(ended_return=jnp.where(done, episode_return, 0.0),
+                          ended_length=jnp.where(done, episode_length, 0),
+                          env=env_metrics.step_stats(info, action))
         envs = EnvBatch(env_state, next_obs, jnp.where(done, 0.0, episode_return),
                         jnp.where(done, 0, episode_length))
         return (params, envs, rng, observations), (transition, stats)
@@ -271,67 +253,10 @@ def make_trainer(config: TrainConfig, env, env_params) -> Trainer:
         env_major = lambda tree: jax.tree.map(lambda x: jnp.swapaxes(x, 0, 1), tree)
         return envs, rng, env_major(transitions)._replace(obs=observations), env_major(stats)
 
-    # ---------------------------------------------------------------- PPO loss and update
-    def loss_fn(params, minibatch, ent_coef):
-        transitions, normalized, targets = minibatch
-        logits, value = network.apply(params, transitions.obs.features)
-        mask = transitions.obs.action_mask
-        new_log_prob = distribution.log_prob(logits, mask, transitions.action)
-        entropy = distribution.entropy(logits, mask).mean()
+    # ---------------------------------------------------------------- the update
+    share = DeviceShare(batch_size, minibatch_size, device_mean, device_key)
 
-        value_loss = jnp.square(value - targets)
-        if config.clip_value_loss:
-            value_clipped = transitions.value + jnp.clip(value - transitions.value,
-                                                         -config.clip_eps, config.clip_eps)
-            value_loss = jnp.maximum(value_loss, jnp.square(value_clipped - targets))
-        value_loss = 0.5 * value_loss.mean()
-
-        log_ratio = new_log_prob - transitions.log_prob
-        ratio = jnp.exp(log_ratio)
-        pg_loss = -jnp.minimum(ratio * normalized,
-                               jnp.clip(ratio, 1.0 - config.clip_eps, 1.0 + config.clip_eps)
-                               * normalized).mean()
-        total_loss = pg_loss + config.vf_coef * value_loss - ent_coef * entropy
-        diagnostics = {
-            "pg_loss": pg_loss, "value_loss": value_loss, "entropy": entropy,
-            "approx_kl": ((ratio - 1.0) - log_ratio).mean(),
-            "clip_fraction": (jnp.abs(ratio - 1.0) > config.clip_eps).astype(jnp.float32).mean(),
-            "total_loss": total_loss,
-        }
-        return total_loss, diagnostics
-
-    def update_minibatch(carry, rows):
-        train, (lr, ent_coef), batch = carry
-        # Gathered from the flat batch here, not shuffled as a whole first: one copy of the
-        # observations per epoch instead of two.
-        transitions, advantages, targets = jax.tree.map(lambda x: x[rows], batch)
-        # Normalised over the whole minibatch, on every device alike.
-        mean = device_mean(advantages.mean())
-        std = jnp.sqrt(device_mean(jnp.square(advantages - mean).mean()))
-        normalized = (advantages - mean) / (std + 1e-8)
-        grads, diagnostics = jax.grad(loss_fn, has_aux=True)(
-            train.params, (transitions, normalized, targets), ent_coef)
-        # Each device's loss is the mean over its share: their mean is the minibatch's gradient.
-        # These grads are local only because the shard_map below runs with check_vma=False; with
-        # it on, JAX would already sum them over the devices (N times the gradient after this
-        # pmean), and the right form would be the grad of device_mean(loss).
-        grads, diagnostics = device_mean((grads, diagnostics))
-        diagnostics["grad_norm"] = optax.tree.norm(grads)  # before clipping
-        updates, opt_state = optimizer.update(grads, train.opt_state, train.params)
-        params = optax.apply_updates(train.params, jax.tree.map(lambda u: -lr * u, updates))
-        return (TrainState(params, opt_state, train.schedule_timesteps), (lr, ent_coef),
-                batch), diagnostics
-
-    def update_epoch(carry, shuffle_key):
-        """One pass over the batch (flattened to batch_size rows) in shuffled minibatches."""
-        train, coefficients, batch = carry
-        permutation = jax.random.permutation(device_key(shuffle_key), batch_size)
-        (train, _, _), diagnostics = jax.lax.scan(
-            update_minibatch, (train, coefficients, batch),
-            permutation.reshape(config.num_minibatches, minibatch_size))
-        return (train, coefficients, batch), diagnostics
-
-    def ppo_update(runner: RunnerState, schedule: Schedule):
+    def train_update(runner: RunnerState, schedule: Schedule):
         train = runner.train
         envs, rng, transitions, stats = rollout(train.params, runner.envs, runner.rng)
         _, last_value = network.apply(train.params, envs.obs.features)
@@ -341,12 +266,12 @@ def make_trainer(config: TrainConfig, env, env_params) -> Trainer:
         lr = learning_rate(config, schedule, train.schedule_timesteps)
         ent_coef = schedules.entropy_coefficient(config.ent_coef, config.ent_coef_end,
                                                  progress(schedule, train.schedule_timesteps))
-        rng, epochs_key = jax.random.split(rng)
+        rng, learn_key = jax.random.split(rng)
         flat = jax.tree.map(lambda x: x.reshape((batch_size,) + x.shape[2:]),
-                            (transitions, advantages, targets))
-        (train, _, _), diagnostics = jax.lax.scan(
-            update_epoch, (train, (lr, ent_coef), flat),
-            jax.random.split(epochs_key, config.update_epochs))
+                            Batch(transitions, advantages, targets))
+        train, diagnostics = algorithm.learn(config, network, optimizer, train, flat,
+                                             Coefficients(lr, jnp.float32(ent_coef)), learn_key,
+                                             share)
         train = train._replace(
             schedule_timesteps=train.schedule_timesteps + jnp.float32(config.batch_size))
 
@@ -354,7 +279,7 @@ def make_trainer(config: TrainConfig, env, env_params) -> Trainer:
         # The rollout's values against the GAE targets, before this update trains on them.
         metrics["explained_variance"] = explained_variance(transitions.value, targets,
                                                            device_mean)
-        metrics.update(over_devices(rollout_metrics(transitions, stats)))
+        metrics.update(over_devices(rollout_metrics(transitions, stats, env_metrics)))
         metrics["learning_rate"] = lr
         metrics["ent_coef"] = jnp.float32(ent_coef)
         return RunnerState(train, envs, rng), metrics
@@ -362,9 +287,9 @@ def make_trainer(config: TrainConfig, env, env_params) -> Trainer:
     def run_chunk(runner: RunnerState, num_active: jax.Array, schedule: Schedule):
         def maybe_update(runner, index):
             def skip(runner, schedule):
-                _, metrics = jax.eval_shape(ppo_update, runner, schedule)
+                _, metrics = jax.eval_shape(train_update, runner, schedule)
                 return runner, jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), metrics)
-            return jax.lax.cond(index < num_active, ppo_update, skip, runner, schedule)
+            return jax.lax.cond(index < num_active, train_update, skip, runner, schedule)
 
         return jax.lax.scan(maybe_update, runner, jnp.arange(config.updates_per_chunk))
 
@@ -372,8 +297,8 @@ def make_trainer(config: TrainConfig, env, env_params) -> Trainer:
         """Rollout sums and maxima of all devices' envs."""
         if num_devices == 1:
             return sums
-        return {name: (jax.lax.pmax if name in ROLLOUT_MAXIMA else jax.lax.psum)(value, ENV_AXIS)
-                for name, value in sums.items()}
+        return {name: (jax.lax.pmax if name in env_metrics.max_keys else jax.lax.psum)(
+            value, ENV_AXIS) for name, value in sums.items()}
 
     replicated, per_env = PartitionSpec(), PartitionSpec(ENV_AXIS)
     runner_specs = RunnerState(train=replicated, envs=per_env, rng=replicated)
@@ -395,31 +320,18 @@ def make_trainer(config: TrainConfig, env, env_params) -> Trainer:
         if num_devices > 1:
             raise ValueError(f"Trainer.update runs on one device; with num_devices={num_devices} "
                              "the devices share the envs inside run_chunk")
-        return ppo_update(runner, schedule)
+        return train_update(runner, schedule)
 
     return Trainer(network, optimizer, init, init_shapes, chunk, runner_sharding, update)
 
 
-ROLLOUT_MAXIMA = frozenset({"highest_stage"})
-
-
-def rollout_metrics(transitions: Transition, stats: StepStats) -> dict:
+def rollout_metrics(transitions: Transition, stats: StepStats, env_metrics) -> dict:
     """Sums and maxima over one rollout; the host divides sums over its logging window."""
     done = transitions.done
-    action = transitions.action
     return {
         "reward_sum": transitions.reward.sum(),
         "episode_return_sum": stats.ended_return.sum(),
         "episode_length_sum": stats.ended_length.sum(),
         "num_episodes": done.sum(dtype=jnp.int32),
-        "reward_components_sum": stats.reward_components.reshape(-1, NUM_REWARD_COMPONENTS).sum(0),
-        "move_count": (action < ACTION_SIPHON).sum(dtype=jnp.int32),
-        "siphon_count": (action == ACTION_SIPHON).sum(dtype=jnp.int32),
-        "program_count": (action >= FIRST_PROGRAM_ACTION).sum(dtype=jnp.int32),
-        "invalid_action_count": stats.invalid_action.sum(dtype=jnp.int32),
-        "highest_stage": stats.stage.max(),
-        "ended_stage_sum": jnp.where(done, stats.stage, 0).sum(),
-        "episodes_won": (done & stats.won).sum(dtype=jnp.int32),
-        "episodes_died": (done & stats.death).sum(dtype=jnp.int32),
-        "episodes_truncated": (done & stats.truncated).sum(dtype=jnp.int32),
+        **env_metrics.rollout_sums(stats.env, done, transitions.action),
     }

@@ -8,7 +8,7 @@ import sys
 import jax
 import pytest
 
-from hackmatrix import compilation_cache
+from hackmatrix.shell import compilation_cache
 
 
 def test_the_directory_is_the_variable_else_the_user_cache(monkeypatch, tmp_path):
@@ -87,7 +87,7 @@ def test_a_directory_that_takes_no_files_warns_once_and_turns_the_cache_off(
 def test_a_tool_given_an_unusable_cache_warns_once_and_runs(tmp_path, script, argv):
     # In a process of its own: JAX reads JAX_COMPILATION_CACHE_DIR when it starts, and any
     # compile before the tool turns the cache off (an import computing a constant) would warn.
-    path = pathlib.Path(__file__).resolve().parents[1] / "scripts" / script
+    path = pathlib.Path(__file__).resolve().parents[2] / "scripts" / script
     (tmp_path / "cache").write_text("")
     env = {**os.environ, "JAX_COMPILATION_CACHE_DIR": str(tmp_path / "cache"),
            "JAX_PLATFORMS": "cpu"}

@@ -4,7 +4,7 @@ import gc
 
 import pytest
 
-from hackmatrix import gc_pause
+from hackmatrix.shell import gc_pause
 
 
 def test_paused_disables_collection_and_restores_it_also_on_errors():

@@ -6,7 +6,7 @@ then imports JAX, which reads its environment variables (JAX_ENABLE_X64, JAX_NUM
 ...) at import and raises on a bad value: that is bad input, so the program says so in one line
 and exits 2, without a traceback. A SIGINT or SIGTERM during that import (a second or two) waits
 for its end and exits 7: raised inside it, it could abort the interpreter or be lost
-(hackmatrix/interrupts.py). At its end (`exit_process`) they end the process at once with the
+(hackmatrix/shell/interrupts.py). At its end (`exit_process`) they end the process at once with the
 exit code already decided."""
 
 from __future__ import annotations
@@ -16,8 +16,9 @@ import os
 import signal
 import sys
 
-from hackmatrix import interrupts, stdout_reader, xla_options
-from hackmatrix.exit_codes import EXIT_FAILURE, EXIT_INTERRUPTED
+from hackmatrix import xla_options
+from hackmatrix.shell import interrupts, stdout_reader
+from hackmatrix.shell.exit_codes import EXIT_FAILURE, EXIT_INTERRUPTED
 from hackmatrix.messages import error_line
 
 

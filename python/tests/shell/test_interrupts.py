@@ -1,4 +1,4 @@
-"""hackmatrix/interrupts.py and launch.py: SIGINT/SIGTERM raise `Interrupted` where the program
+"""hackmatrix/shell/interrupts.py and launch.py: SIGINT/SIGTERM raise `Interrupted` where the program
 can take it: not inside an import, and not lost in a callback whose exceptions Python ignores."""
 
 import os
@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from hackmatrix import interrupts, launch
+from hackmatrix.shell import interrupts, launch
 
 
 class RaisesWhenCollected:

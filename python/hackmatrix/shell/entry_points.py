@@ -1,7 +1,7 @@
 """The command-line programs: the console scripts of python/pyproject.toml and
 python/scripts/*.py both start them here, through `launch.run`."""
 
-from hackmatrix.launch import run
+from hackmatrix.shell.launch import run
 
 
 def train():

@@ -4,7 +4,7 @@ import sys
 
 import pytest
 
-from hackmatrix import frame_stack
+from hackmatrix.shell import frame_stack
 
 DIVES = 2000
 DIVE_DEPTH = 400  # frames of >= 80 bytes: past at least one 16 KiB chunk boundary

@@ -1,5 +1,5 @@
 """The command-line programs' start: each console script of python/pyproject.toml runs, and the
-launcher they share applies what the programs opt in to (hackmatrix/launch.py)."""
+launcher they share applies what the programs opt in to (hackmatrix/shell/launch.py)."""
 
 import importlib
 import os
@@ -12,9 +12,10 @@ import tomllib
 
 import pytest
 
-from hackmatrix import entry_points, xla_options
+from hackmatrix import xla_options
+from hackmatrix.shell import entry_points
 
-PYPROJECT = pathlib.Path(__file__).resolve().parents[1] / "pyproject.toml"
+PYPROJECT = pathlib.Path(__file__).resolve().parents[2] / "pyproject.toml"
 PROGRAMS = {"hackmatrix-train": "hackmatrix.training.cli",
             "hackmatrix-watch": "hackmatrix.programs.watch",
             "hackmatrix-eval": "hackmatrix.programs.evaluate",
@@ -89,7 +90,7 @@ def test_a_program_started_by_the_launcher_compiles_in_the_requested_cpu_mode(
     if requested is not None:
         env[xla_options.CPU_COMPILE_VARIABLE] = requested
     result = subprocess.run(
-        [sys.executable, "-c", "from hackmatrix import launch; launch.run('probe_program')"],
+        [sys.executable, "-c", "from hackmatrix.shell import launch; launch.run('probe_program')"],
         env=env, capture_output=True, text=True, timeout=300)
     assert result.returncode == 5, result.stderr  # main's exit code
     flags = xla_options.FAST_COMPILE_XLA_FLAG if fast else "None"
