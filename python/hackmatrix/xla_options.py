@@ -1,46 +1,30 @@
-"""How XLA compiles the jitted functions that contain the game step, on CPU.
-
-Two settings, both measured on the 2-core CPU in specs/performance.md ("What bounds the step on
-XLA:CPU"); other backends keep XLA's defaults.
+"""How XLA compiles the jitted functions that contain the game step, on CPU; other backends
+keep XLA's defaults. Each choice is one line here; its measurement is in specs/performance.md
+("Levers in use"), from `benchmark.py env`, `train` and `ab`.
 
 **Process-wide: the CPU compile mode** (`configure_cpu_compiler`, which each command-line
-program runs at its start, `launch.start_process`; importing the package sets nothing). XLA
-reads `XLA_FLAGS` once, when JAX starts its backends, so this sets them before JAX is imported.
-The default mode, `fast`, has XLA:CPU emit kernels with its older fusion emitters (which keep a
-loop scalar when its output reuses its input's buffer) and without loop unrolling: kept because
-most CPU runs are short (smoke tests, the quickstart, the viewer, evaluation, the test suite),
-and the env benchmark's rollout at 256 envs compiles in 6.9-7.3 s of CPU instead of 10.3-11.5 s
-for 4-9% more CPU per env step (`benchmark.py env --num-envs 256`, each mode).
-Long CPU runs should set `HACKMATRIX_CPU_COMPILE=throughput`, which leaves XLA's defaults.
-Nothing is changed when an accelerator plugin is installed (unless `JAX_PLATFORMS` is `cpu`),
-when `XLA_FLAGS` already sets `xla_backend_extra_options`, or when JAX is already imported (its
-backends may have read the flags).
+program runs at its start, `shell/launch.start_process`; importing the package sets nothing).
+XLA reads `XLA_FLAGS` once, when JAX starts its backends, so this sets them before JAX is
+imported. The default mode, `fast`, has XLA:CPU emit kernels with its older fusion emitters and
+without loop unrolling: most CPU runs are short (smoke tests, the quickstart, the tools, the test
+suite), and it compiles about a quarter faster for a slower step. Long CPU
+runs set `HACKMATRIX_CPU_COMPILE=throughput`, which leaves XLA's defaults. Nothing is changed
+when an accelerator plugin is installed (unless `JAX_PLATFORMS` is `cpu`), when `XLA_FLAGS`
+already sets `xla_backend_extra_options`, or when JAX is already imported.
 
-**Per jit: `compiler_options`.** XLA's default backend optimisation level (3, LLVM's -O3
-pipeline) unrolls the kernels' loops: level 2 emits a third less optimised LLVM IR, compiles
-0.6-1 s faster and steps as fast. A program that runs once per process (the trainer's `init`)
-compiles at level 0: 2.3 → 1.5 s at 256 envs, for code that runs once in 50 ms instead of
-25 ms; its float results may differ from level 2 in the last bit (LLVM's instruction
-selection), so it suits only programs whose output no other compile must reproduce.
-Both skip XLA's HLO verifier, which re-checks the whole module after each HLO pass that changed
-it (111 times in the env benchmark's rollout, 136 in the trainer's update chunk) on the one
-thread that runs the HLO passes: ~0.3 s of the rollout's compile and ~0.6 s of the chunk's. It
-only checks XLA's own work: the optimised HLO and the results are the same without it.
-Both also skip XLA:CPU's tree reduction rewriter, which turns every reduction over more than 32
-elements into a reduce-window (windows of 32) followed by a reduce, for the precision of long
-float sums. The game reduces over its 36 cells and 36 list slots everywhere, and on CPU those
-reduce-windows run as slow scalar loops: without them the env benchmark's rollout at 256 envs
-steps 1.08x faster, with bit-identical results (integer and boolean reductions do not depend on
-the order). The trainer's few rewritten float sums (such as the gradient norm's sums of squares)
-then add up in one pass: after four updates at 64 envs its losses and metrics moved by at most
-a relative 1.2e-6 and its parameters by 7e-7.
-And both skip XLA's while-loop invariant code motion. It hoists what a loop body computes from
-loop-invariant values out of the loop and carries the results through every iteration as extra
-loop state. On CPU the game's loops then run slower, not faster: without it the env benchmark's
-rollout at 256 envs has 569 kernels instead of 601 and steps 1.1x faster (1.13x in the
-throughput mode), and the trainer's update chunk has 845 kernels instead of 930 and 6% less
-kernel time per update, with bit-identical results in both (moving code out of a loop changes
-no arithmetic).
+**Per jit: `compiler_options`.**
+- LLVM level 2 instead of 3: compiles faster, steps as fast (level 3 only unrolls more loops).
+- Level 0 for programs that run once per process (the trainer's `init`): faster to compile for
+  code that runs once; float results may differ in the last bit, so only for programs whose
+  output no other compile must reproduce.
+- No HLO verifier: it re-checks XLA's own work after every changing pass, on the compile's one
+  thread; the optimised HLO and the results are the same without it.
+- No tree reduction rewriter: it turns reductions over more than 32 elements into
+  reduce-windows, which XLA:CPU runs as scalar loops; the game reduces over 36 cells and slots
+  everywhere. Integer and boolean results are bit-identical; the trainer's long float sums
+  (the gradient norm's) add up in one pass, moving its metrics in the last bits.
+- No while-loop invariant code motion: hoisted values carried through every iteration make the
+  game's loops slower on CPU; moving code out of a loop changes no arithmetic.
 """
 
 from __future__ import annotations
