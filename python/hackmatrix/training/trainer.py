@@ -80,12 +80,6 @@ class StepStats(NamedTuple):
     env: dict                # the env's own (`env.metrics.step_stats`)
 
 
-def make_optimizer(config: TrainConfig) -> optax.GradientTransformation:
-    """`config.algo`'s optimiser, without the learning rate: the update applies the scheduled
-    rate from the carried timestep count, so the schedule survives an optimiser reset."""
-    return ALGORITHMS[config.algo].make_optimizer(config)
-
-
 class Schedule(NamedTuple):
     """Traced learning-rate schedule inputs (float32 scalars)."""
     lr: jax.Array

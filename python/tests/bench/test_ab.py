@@ -83,4 +83,4 @@ def test_a_variant_is_traced_with_its_patches_and_timed_against_the_baseline(tmp
     assert variant[0] == "descending" and variant[-2:] == ["leaves", "differ"]
     assert float(variant[4]) > 0 and float(variant[3].replace(",", "")) > 0
     assert spawning._ranks.__name__ == "_ranks"  # restored
-    assert jax.config.jax_enable_compilation_cache  # as the test session had it
+    assert jax.config.jax_enable_compilation_cache  # as the pytest run had it

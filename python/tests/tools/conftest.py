@@ -1,7 +1,7 @@
 """Shared fixtures for the tools tests: a tiny real training run and in-process script loading.
 
 The scripts run in-process (not as subprocesses) so that jitted functions compile once per test
-session and the suite stays fast on CI's two cores.
+run and the suite stays fast on CI's two cores.
 """
 
 import io

@@ -600,16 +600,16 @@ def assert_one_line_answer(answer: str, prefix: str, context):
     assert answer.count("\n") == 1, (context, answer[:300])
 
 
-def check_session(session: Session, commands: list[Command], oracle: Oracle):
+def check_session(played: Session, commands: list[Command], oracle: Oracle):
     """Each line's answer as documented, the oracle stepping the valid actions only."""
-    assert session.code == 0 and session.err == "", session
-    assert session.start.startswith("compiling the game...\n")
-    assert session.start.endswith(oracle.board() + "> ")
+    assert played.code == 0 and played.err == "", played
+    assert played.start.startswith("compiling the game...\n")
+    assert played.start.endswith(oracle.board() + "> ")
     for index, command in enumerate(commands):
-        answer, kind = session.answers[index], command.meaning[0]
+        answer, kind = played.answers[index], command.meaning[0]
         context = (index, command)
         if kind == "quit":
-            assert answer == "" and len(session.answers) == index + 1, context
+            assert answer == "" and len(played.answers) == index + 1, context
             return
         if kind == "blank":
             assert answer == "> ", context
@@ -637,13 +637,13 @@ def check_session(session: Session, commands: list[Command], oracle: Oracle):
             reward, done, info = oracle.step(action)
             assert answer.startswith(f"Reward {reward:+.4f}"), (context, answer[:300])
             if done or not oracle.valid().any():
-                assert len(session.answers) == index + 1, context  # the session is over
+                assert len(played.answers) == index + 1, context  # the session is over
                 ending = ("You won!" if bool(info["won"]) else "You died" if bool(info["death"])
                           else "Invalid action" if done else "No action is valid")
                 assert ending in answer, (context, answer)
                 return
             assert answer.endswith(oracle.board() + "> "), (context, answer[-500:])
-    assert session.answers[len(commands):] == ["\n"], session.answers[len(commands):]  # EOF
+    assert played.answers[len(commands):] == ["\n"], played.answers[len(commands):]  # EOF
 
 
 @pytest.fixture
@@ -669,9 +669,9 @@ def test_fuzzed_play_sessions_answer_every_line_and_step_only_valid_actions(
         # The input may end in the middle of a line (not after an empty one: no line then).
         ending = rng.choice(["\n", "" if commands[-1].text else "\n"])
         stdin_text = "\n".join(command.text for command in commands) + ending
-        session = play_session(monkeypatch, ["--scenario", str(targets.scenario), "--seed",
+        played = play_session(monkeypatch, ["--scenario", str(targets.scenario), "--seed",
                                              str(seed)], stdin_text)
-        check_session(session, commands, Oracle(targets.scenario, seed))
+        check_session(played, commands, Oracle(targets.scenario, seed))
     assert all(path.read_bytes() == data for path, data in protected.items())
     assert not (save_folder.folder / "absent").exists()
 
@@ -690,10 +690,10 @@ PLAY_REFUSALS = {
 @pytest.mark.parametrize("case", PLAY_REFUSALS)
 def test_play_refuses_a_line_it_cannot_take_and_goes_on(case, save_folder, monkeypatch):
     line, errors = PLAY_REFUSALS[case]
-    session = play_session(monkeypatch, ["--scenario", str(save_folder.scenario)],
+    played = play_session(monkeypatch, ["--scenario", str(save_folder.scenario)],
                            line.format(folder=save_folder.folder) + "q\n", errors)
-    assert session.code == 0 and session.err == "", session
-    assert session.answers[0].count("\n") == 1 and session.answers[1] == ""
+    assert played.code == 0 and played.err == "", played
+    assert played.answers[0].count("\n") == 1 and played.answers[1] == ""
 
 
 # ------------------------------------------------------------------------------------------
