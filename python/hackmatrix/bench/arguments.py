@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import argparse
 
+from hackmatrix.training.config import DTYPES
+
 
 # A benchmark measures: a count beyond these is a typo that would fill the memory (envs stepped
 # at once) or run for days (any other count), refused before anything compiles.
@@ -34,11 +36,6 @@ def positive_int_list(text: str) -> list[int]:
     return [positive_int(part) for part in text.split(",")]
 
 
-def env_count_list(text: str) -> list[int]:
-    """Comma-separated env counts, e.g. '64,256,1024'."""
-    return [env_count(part) for part in text.split(",")]
-
-
 class _Joined(argparse.Action):
     """Joins the lists of several arguments ('64,256 1024') into one list."""
 
@@ -46,15 +43,21 @@ class _Joined(argparse.Action):
         setattr(namespace, self.dest, [number for part in values for number in part])
 
 
-def add_count_list(parser: argparse.ArgumentParser, flag: str, default: list[int], text: str):
+def add_count_list(parser: argparse.ArgumentParser, flag: str, default: list[int], text: str,
+                   maximum: int | None = None):
     """`flag` takes positive integers separated by spaces, commas or both: every benchmark's
     lists read the same ('--num-envs 64 256' and '--num-envs 64,256'). --num-envs lists are
-    env counts (at most MAX_ENVS), other lists at most MAX_COUNT."""
-    envs = flag == "--num-envs"
-    parser.add_argument(flag, type=env_count_list if envs else positive_int_list, nargs="+",
+    env counts (at most MAX_ENVS), other lists at most `maximum` (default MAX_COUNT)."""
+    if maximum is None:
+        maximum = MAX_ENVS if flag == "--num-envs" else MAX_COUNT
+
+    def count_list(text: str) -> list[int]:
+        return [positive_int(part, maximum) for part in text.split(",")]
+
+    parser.add_argument(flag, type=count_list, nargs="+",
                         action=_Joined, default=default, metavar="N",
                         help=f"{text} (default {' '.join(map(str, default))}; separated by "
-                             f"spaces or commas; each at most {MAX_ENVS if envs else MAX_COUNT:,})")
+                             f"spaces or commas; each at most {maximum:,})")
 
 
 def add_update_shape(parser: argparse.ArgumentParser) -> None:
@@ -72,9 +75,13 @@ def add_update_shape(parser: argparse.ArgumentParser) -> None:
                         help="one torso for both heads (default: the trainer's, separate)")
     parser.add_argument("--conv-channels", type=positive_int,
                         help="channels per cell of a grid torso (default: the trainer's)")
+    parser.add_argument("--dtype", choices=DTYPES,
+                        help="the network's compute dtype, as the trainer's --dtype (default: "
+                             "the trainer's, float32)")
 
 
 def network_options(args) -> dict:
     """The TrainConfig network fields given to `add_update_shape`'s flags."""
-    return {name: getattr(args, name) for name in ("torso", "shared_torso", "conv_channels")
+    return {name: getattr(args, name) for name in ("torso", "shared_torso", "conv_channels",
+                                                   "dtype")
             if getattr(args, name) is not None}

@@ -119,7 +119,7 @@ def train_seeds(config, seeds: list[int], say):
     from hackmatrix.training import cli as train_cli
     from hackmatrix.training import startup, trainer as ppo
     env, env_params = train_cli.make_env()
-    env_params = train_cli.with_training_reward(env_params, config)
+    env_params = train_cli.training_env_params(env_params, config)
     trainer = ppo.make_trainer(config, env, env_params)
     init = jax.jit(trainer.init, out_shardings=trainer.runner_sharding,
                    compiler_options=xla_options.compiler_options())

@@ -24,6 +24,7 @@ from flax import struct
 from hackmatrix.game import action_mask
 from hackmatrix.game import batching
 from hackmatrix.game import constants as C
+from hackmatrix.game import curriculum
 from hackmatrix.game import enemy_turn
 from hackmatrix.game import history
 from hackmatrix.game import observation
@@ -51,10 +52,18 @@ class EnvParams:
     distance_potential: reward per cell of §14.2's signed Δ, paid in both directions, so that
         a step away costs what a step closer earns (potential-based shaping: pacing earns
         nothing). Usually set with the `distance` weight at 0, which it replaces.
+    program_potential: reward per program owned, paid on the change in the number of owned
+        programs (acquiring one pays it, UNDO taking one back costs it): potential-based, so
+        it adds up to this times the programs owned at the end, however they were reached.
+    start_programs, start_programs_prob: a new game owns this many random programs, with this
+        probability (`curriculum.py`); 0 programs is the rules' start.
     """
     max_steps_in_episode: int = 2000
     reward_weights: tuple = RULES_REWARD_WEIGHTS
     distance_potential: float = 0.0
+    program_potential: float = 0.0
+    start_programs: int = 0
+    start_programs_prob: float = 0.5
 
 
 @struct.dataclass
@@ -96,7 +105,7 @@ class HackMatrixEnv:
         """A new game (§13.1): returns (EnvObservation, EnvState). A finished episode of `step`
         restarts from the same `worldgen.new_game_parts`, so it continues exactly as
         `reset_env(reset_key)` would start."""
-        game = worldgen.new_game(key)
+        game = _with_start_programs(key, worldgen.new_game(key), True, params)
         return _env_observation(game), EnvState(game=game, time=jnp.asarray(0, jnp.int32))
 
     def reset_shapes(self, params: EnvParams | None = None):
@@ -154,6 +163,7 @@ class HackMatrixEnv:
         game = transition.select_generated(done | before.generates, generated, generation_input,
                                            before.state)
         game = transition.place_once(game, done | before.generates, generation_key, before)
+        game = _with_start_programs(reset_key, game, done, params)
         return _finish_step(game, time, done, before, info)
 
     def batch_reset(self, keys, params: EnvParams | None = None):
@@ -219,6 +229,8 @@ class HackMatrixEnv:
         game = game.replace(core=game.core.replace(
             transmissions=jax.vmap(spawning.with_placed)(game.core.transmissions, words)))
         game = jax.vmap(history.push)(game, before.snapshot & ~generates)
+        game = jax.vmap(_with_start_programs, in_axes=(0, 0, 0, None))(reset_keys, game, done,
+                                                                       params)
         return jax.vmap(_finish_step)(game, time, done, before, info)
 
 
@@ -241,11 +253,19 @@ def _with_time(before: transition.StepBeforeGeneration, state: EnvState, params:
 
 
 def training_reward(info: dict, params: EnvParams) -> jax.Array:
-    """The reward under `params`' weights and distance potential; with the defaults, exactly
-    the rules' reward (each component times 1.0, added in the same order, plus 0.0)."""
+    """The reward under `params`' weights and potentials; with the defaults, exactly the rules'
+    reward (each component times 1.0, added in the same order, plus 0.0 twice)."""
     weights = jnp.asarray(params.reward_weights, jnp.float32)
     weighted = reward.total(info["reward_components"] * weights)
-    return weighted + jnp.float32(params.distance_potential) * info["distance_delta"]
+    return (weighted + jnp.float32(params.distance_potential) * info["distance_delta"]
+            + jnp.float32(params.program_potential) * info["programs_gained"])
+
+
+def _with_start_programs(new_game_key, game: S.GameState, is_new, params: EnvParams):
+    """`game`, when `is_new` (a new game of `new_game_key`), with the curriculum's programs."""
+    return curriculum.with_start_programs(curriculum.curriculum_key(new_game_key), game,
+                                          params.start_programs,
+                                          jnp.where(is_new, params.start_programs_prob, 0.0))
 
 
 def _generation_input(reset_key, done, before: transition.StepBeforeGeneration):

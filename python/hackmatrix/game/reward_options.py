@@ -11,6 +11,10 @@ a checkpoint carry them:
   instead (the `distance` component's weight becomes 0), so over a stage the shaping adds up to
   0.05 × the distance from the start to the exit, however the player walks; `"none"` pays no
   distance reward at all.
+- program potential: a reward per program owned, paid on each change in the number of owned
+  programs (potential-based, like `"potential"`: acquiring a program pays it, UNDO taking one
+  back costs it). The rules pay nothing for acquiring a program; a learner only meets the
+  programs' worth after siphoning a program block, which spawns enemies (§6.2).
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from hackmatrix.game import constants as C
 from hackmatrix.game.env import DISTANCE_REWARD_PER_CELL, EnvParams
 
 DISTANCE_SHAPINGS = ("rules", "potential", "none")
+FLOAT32_MAX = 3.4028234663852886e38
 _DISTANCE_INDEX = C.REWARD_COMPONENTS.index("distance")
 
 
@@ -48,7 +53,7 @@ def parse_weights(text: str) -> dict[str, float]:
     return weights
 
 
-def env_params(weights: str = "", distance_shaping: str = "rules",
+def env_params(weights: str = "", distance_shaping: str = "rules", program_potential: float = 0.0,
                base: EnvParams | None = None) -> EnvParams:
     """`base` (default `EnvParams()`) with the reward that these options describe."""
     if distance_shaping not in DISTANCE_SHAPINGS:
@@ -61,6 +66,10 @@ def env_params(weights: str = "", distance_shaping: str = "rules",
             raise RewardOptionError(f"--distance-shaping {distance_shaping} replaces the "
                                     "'distance' component: do not weight it as well")
         values[_DISTANCE_INDEX] = 0.0
+    if not abs(program_potential) <= FLOAT32_MAX:
+        raise RewardOptionError(f"--program-potential must be a finite float32, got "
+                                f"{program_potential}")
     potential = DISTANCE_REWARD_PER_CELL if distance_shaping == "potential" else 0.0
     base = EnvParams() if base is None else base
-    return base.replace(reward_weights=tuple(values), distance_potential=potential)
+    return base.replace(reward_weights=tuple(values), distance_potential=potential,
+                        program_potential=float(program_potential))

@@ -132,6 +132,11 @@ def before_generation(resolved: ActionResolved, enemy_loop_bounds=None) -> StepB
     info = {
         "reward_components": values,
         "distance_delta": distance_delta.astype(jnp.float32),
+        # The change in owned programs (negative when UNDO takes one back), for the env's
+        # program-ownership shaping option.
+        "programs_gained": (jnp.sum(after.core.owned, dtype=jnp.int32)
+                            - jnp.sum(start_state.core.owned, dtype=jnp.int32)
+                            ).astype(jnp.float32),
         "invalid_action": ~valid,
         "stage": after.stage,
         "score": after.core.score,
@@ -203,8 +208,9 @@ def step(key, state: S.GameState, action):
     """One step (§5); returns (state, observation, reward, done, info).
 
     info: `reward_components` (dict name -> f32, 15 entries summing to reward),
-    `invalid_action`, `stage`, `score`, `stage_complete`, `death`, `won`, and `distance_delta`
-    (§14.2's Δ, signed: the `distance` component pays 0.05 × max(0, Δ)).
+    `invalid_action`, `stage`, `score`, `stage_complete`, `death`, `won`, `distance_delta`
+    (§14.2's Δ, signed: the `distance` component pays 0.05 × max(0, Δ)) and `programs_gained`
+    (the change in the number of owned programs).
     """
     S.check_one_game(state, "step")
     before = step_before_generation(key, state, action)

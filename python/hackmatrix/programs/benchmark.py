@@ -1,9 +1,10 @@
-"""Benchmarks: `benchmark.py env|train|kernels|profile|ab|learn [...]` (env throughput, training
-throughput, where the compiled env step's kernels come from, the update's kernel time by kernel,
-variants of the code timed against it, how well a training recipe's agents play over seeds).
+"""Benchmarks: `benchmark.py env|train|scale|kernels|profile|ab|learn [...]` (env throughput,
+training throughput, training throughput against the device count, where the compiled env step's
+kernels come from, the update's kernel time by kernel, variants of the code timed against it, how
+well a training recipe's agents play over seeds).
 
-A thin dispatcher; the bodies live in hackmatrix.bench.env, .train, .kernels, .profile, .ab and
-.learn.
+A thin dispatcher; the bodies live in hackmatrix.bench.env, .train, .scale, .kernels, .profile,
+.ab and .learn.
 Each is imported only when chosen, so `env` and `kernels` load none of the PPO trainer (optax,
 wandb).
 """
@@ -17,6 +18,9 @@ from hackmatrix.tools.cli import ArgumentParser, run_main
 COMMANDS = {
     "env": ("hackmatrix.bench.env", "env-steps/s of vmapped random-valid-action rollouts"),
     "train": ("hackmatrix.bench.train", "PPO training throughput"),
+    "scale": ("hackmatrix.bench.scale",
+              "PPO training throughput against the device count, one process per count (on CPU "
+              "simulated devices: the collectives' overhead, not scaling)"),
     "kernels": ("hackmatrix.bench.kernels",
                 "kernels and fused operations of the compiled env step, by game function"),
     "profile": ("hackmatrix.bench.profile",

@@ -9,7 +9,7 @@ Policies: each CHECKPOINT (a .pkl, a params .npz or a run directory), the newest
 with --latest, and the baselines named by --baselines: `random` (uniform over valid actions)
 and `exit-runner` (walks a shortest path to the exit, attacking what blocks it). With no
 CHECKPOINT and no --latest only the baselines are evaluated, which gives their reference
-numbers.
+numbers. A run trained with --num-seeds K holds K agents: --agent I picks one (default 0).
 
 A run trained on another env (`--env` of the trainer, e.g. a gymnax id) is evaluated on that
 env, which its checkpoint records: each policy's mean +- std, min and max return, mean episode
@@ -80,6 +80,8 @@ def main(argv=None) -> int:
     parser.add_argument("--baselines", metavar="NAMES",
                         help="comma-separated baselines: random, exit-runner (HackMatrix only), "
                              "or none (default: random,exit-runner; random for another env)")
+    parser.add_argument("--agent", type=cli.agent, default=0, metavar="I",
+                        help=cli.AGENT_HELP + "; the same for every CHECKPOINT")
     parser.add_argument("--episodes", type=int, default=256, metavar="N",
                         help="episodes per policy, run in parallel (default: 256, at most "
                              f"{cli.MAX_BATCHED_EPISODES:,})")
@@ -142,7 +144,7 @@ def main(argv=None) -> int:
         # Resolved once: a run still training may write a newer file before loading ends.
         files = [policy.resolve_policy_file(source) for source in sources]
         _reject_duplicates(sources, files, baseline_names)
-        loaded = [policy.load_policy(source, file, args.env)
+        loaded = [policy.load_policy(source, file, args.env, args.agent)
                   for source, file in zip(sources, files)]
         env_id = _one_env(sources, loaded, args.env)
         if env_id != policy_env.HACKMATRIX:
@@ -209,11 +211,13 @@ def _play_all(policies, sources, loaded, args, max_steps: int, where: str, play,
     print(f"{args.episodes} episodes per policy{where}, seed {args.seed}, max {max_steps} "
           f"steps, checkpoints {mode}")
     for source, checkpoint in zip(sources, loaded):
-        print(f"{source}: {checkpoint.file} ({checkpoint.architecture})")
+        print(f"{source}: {checkpoint.file} ({checkpoint.description})")
     key = jax.random.key(args.seed)
     summaries = {candidate.name: summarise(play(candidate, key)) for candidate in policies}
     for source, checkpoint in zip(sources, loaded):
         summaries[source]["checkpoint_file"] = str(checkpoint.file)
+        if checkpoint.num_agents > 1:
+            summaries[source]["agent"] = checkpoint.agent
     print(table(summaries))
     return summaries
 

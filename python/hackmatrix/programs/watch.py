@@ -3,7 +3,8 @@
 CHECKPOINT is a full checkpoint_*.pkl, a params .npz (final_params.npz too) or a run directory;
 --latest takes the newest of those files under --checkpoint-dir instead, looking inside the
 run folders. The network architecture comes from the checkpoint (inferred from the parameter
-shapes for a bare .npz).
+shapes for a bare .npz). A run trained with --num-seeds K holds K agents: --agent I picks one
+(default 0).
 
 Each step shows the board before the action, the value estimate and the top valid actions with
 their probabilities (the policy restricted to valid actions), the action taken and the reward
@@ -44,6 +45,7 @@ def main(argv=None) -> int:
                              "--checkpoint-dir")
     parser.add_argument("--checkpoint-dir", default="checkpoints",
                         help="where --latest looks, run folders included (default: checkpoints)")
+    parser.add_argument("--agent", type=cli.agent, default=0, metavar="I", help=cli.AGENT_HELP)
     parser.add_argument("--episodes", type=int, default=1, metavar="N",
                         help=f"episodes (default 1, at most {cli.MAX_WATCHED_EPISODES:,})")
     parser.add_argument("--deterministic", action="store_true",
@@ -96,7 +98,8 @@ def main(argv=None) -> int:
 
         start_state = cli.load_scenario(args.scenario) if args.scenario is not None else None
         loaded = policy.load_policy(
-            args.checkpoint or policy.latest_checkpoint(args.checkpoint_dir), env_id=args.env)
+            args.checkpoint or policy.latest_checkpoint(args.checkpoint_dir), env_id=args.env,
+            agent=args.agent)
         if loaded.env_id != policy_env.HACKMATRIX:
             _watch_other_env(loaded, args)
             return
@@ -106,7 +109,7 @@ def main(argv=None) -> int:
         # board scrolls so that the previous step stays readable above the prompt.
         escapes = sys.stdout.isatty() and not args.no_color
         mode = "argmax" if args.deterministic else "sampling"
-        print(f"watching {loaded.file} ({loaded.architecture}, {mode})")
+        print(f"watching {loaded.file} ({loaded.description}, {mode})")
         options = viewer.ViewerOptions(
             episodes=args.episodes, deterministic=args.deterministic, delay=delay,
             step_mode=args.step, seed=args.seed, scenario=start_state, max_steps=args.max_steps,
@@ -128,7 +131,7 @@ def _watch_other_env(loaded, args) -> None:
                                 f"{loaded.env_id}", cli.EXIT_BAD_ARGUMENTS)
     env = policy_env.make_tool_env(loaded.env_id)
     mode = "argmax" if args.deterministic else "sampling"
-    print(f"watching {loaded.file} ({loaded.architecture}, {loaded.env_id}, {mode})")
+    print(f"watching {loaded.file} ({loaded.description}, {loaded.env_id}, {mode})")
     env_viewer.watch_env(loaded, env, env_viewer.EnvViewerOptions(
         episodes=args.episodes, deterministic=args.deterministic,
         delay=0.0 if args.delay is None else args.delay, step_mode=args.step, seed=args.seed,

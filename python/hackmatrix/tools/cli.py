@@ -111,6 +111,22 @@ def seed(text: str) -> int:
     return value
 
 
+def agent(text: str) -> int:
+    """argparse type of `--agent`: an agent's number, an integer >= 0 (whether the file holds
+    it is known once it is read)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
+    return value
+
+
+AGENT_HELP = ("which agent of a run trained with --num-seeds K to load, 0 to K-1 (default 0; a "
+              "file of one agent holds agent 0 only)")
+
+
 def input_path(text: str) -> str:
     """argparse type of a path the tool reads: not empty (most often an unset shell variable,
     which would otherwise read as the current directory)."""

@@ -5,7 +5,10 @@ says so instead of failing, so the plot works on old runs, partial runs and futu
 of another env than HackMatrix, which logs none of its game's figures, gets only the panels
 with data. Curves
 can be smoothed (a trailing moving average), and a dotted vertical line marks each point where
-the run was resumed (the `resumed_at_*` fields of the first record logged after a resume).
+the run was resumed (the `resumed_at_*` fields of the first record logged after a resume). A
+run of several agents (`--num-seeds`) logs their mean under each name, drawn as the curve, and
+each agent's values as `agent/<i>/<name>`: a shaded band around the curve spans the mean ± the
+std over the agents (in every panel but the reward components').
 """
 
 from __future__ import annotations
@@ -123,6 +126,26 @@ def smoothed(values: list[float], window: int) -> list[float]:
             for i in range(len(values))]
 
 
+def agent_spread(records: list[dict], x_key: str, key: str):
+    """(xs, mean - std, mean + std) over the agents' values of `key` (`agent/<i>/<key>`), at
+    each record of several agents that has some; empty lists for a run of one agent."""
+    xs, lows, highs = [], [], []
+    for index, record in enumerate(records):
+        count = 0
+        while f"agent/{count}/{key}" in record:
+            count += 1
+        values = [value for agent in range(count)
+                  if (value := _number(record[f"agent/{agent}/{key}"])) is not None]
+        x = _number(record.get(x_key)) if x_key else index
+        if count > 1 and values and x is not None:
+            mean = sum(values) / len(values)
+            std = (sum((value - mean) ** 2 for value in values) / len(values)) ** 0.5
+            xs.append(x)
+            lows.append(mean - std)
+            highs.append(mean + std)
+    return xs, lows, highs
+
+
 def resume_points(records: list[dict], x_key: str) -> list[float]:
     """Where on the x axis each resume started: its first record's `resumed_at_<x>`
     (the record's index when the x axis is the index)."""
@@ -137,17 +160,24 @@ def resume_points(records: list[dict], x_key: str) -> list[float]:
 
 
 def _panel(ax, records, x_key, x_label, title, keys, labels=None, thresholds=(), smooth=1,
-           resumes=()):
-    drawn = False
+           resumes=(), bands=True):
+    drawn = banded = False
     for index, key in enumerate(keys):
         xs, ys = _series(records, x_key, key)
         if xs:
             ys = smoothed(ys, smooth)
             label = labels[index] if labels else key.split("/")[-1]
             # Dashed lines once the 10-colour cycle repeats, so 15 components stay distinct.
-            ax.plot(xs, ys, label=label, linewidth=1.2, linestyle="-" if index < 10 else "--",
-                    marker="o" if len(xs) <= MARKER_MAX_POINTS else None, markersize=3)
+            (line,) = ax.plot(xs, ys, label=label, linewidth=1.2,
+                              linestyle="-" if index < 10 else "--",
+                              marker="o" if len(xs) <= MARKER_MAX_POINTS else None, markersize=3)
             drawn = True
+            band_xs, lows, highs = agent_spread(records, x_key, key) if bands else ([], [], [])
+            if band_xs:
+                ax.fill_between(band_xs, smoothed(lows, smooth), smoothed(highs, smooth),
+                                color=line.get_color(), alpha=0.2, linewidth=0,
+                                label=None if banded else "± std over agents")
+                banded = True
     for value, label in thresholds:
         ax.axhline(value, color="red", linestyle="--", linewidth=1, label=label)
     for index, x in enumerate(resumes):
@@ -237,7 +267,8 @@ def _hackmatrix_figure(records, x_key, x_label, drawing):
         ax.remove()
     reward_ax = figure.add_subplot(4, 4, (14, 16))
     title, keys, labels, _ = REWARD_PANEL
-    if _panel(reward_ax, records, x_key, x_label, title, keys, labels, **drawing):
+    # 15 bands would hide the curves: the components' spread over agents is in metrics.jsonl.
+    if _panel(reward_ax, records, x_key, x_label, title, keys, labels, bands=False, **drawing):
         reward_ax.set_yscale("symlog", linthresh=1e-3)
         reward_ax.legend(fontsize=6, loc="center left", bbox_to_anchor=(1.0, 0.5))
     return figure

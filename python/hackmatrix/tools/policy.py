@@ -44,6 +44,8 @@ class LoadedPolicy(NamedTuple):
     params: dict
     network_config: dict
     env_id: str = policy_env.HACKMATRIX   # the env it was trained on (policy_env.py)
+    agent: int = 0        # which of the file's agents (`--agent`)
+    num_agents: int = 1   # how many the file holds (the trainer's `--num-seeds`)
 
     @property
     def architecture(self) -> str:
@@ -53,6 +55,12 @@ class LoadedPolicy(NamedTuple):
         dtype = f" {config['dtype']}" if config.get("dtype", "float32") != "float32" else ""
         return (f"{'shared' if config['shared'] else 'separate'} {grid}{config['num_layers']} x "
                 f"{config['hidden_dim']} {config['activation']}{dtype}")
+
+    @property
+    def description(self) -> str:
+        """The architecture, and which agent of a file of several (", agent 1 of 4")."""
+        agent = f", agent {self.agent} of {self.num_agents}" if self.num_agents > 1 else ""
+        return self.architecture + agent
 
 
 def latest_checkpoint(checkpoint_dir: str | pathlib.Path) -> pathlib.Path:
@@ -126,17 +134,21 @@ def _other_policy_note(source: pathlib.Path, chosen: pathlib.Path) -> str:
 
 
 def load_policy(source: str | pathlib.Path, path: pathlib.Path | None = None,
-                env_id: str | None = None) -> LoadedPolicy:
-    """Loads a .pkl checkpoint, a params .npz or a run directory and checks that the network
-    fits its env (observation size and action count) by running it once. `path`, if given,
-    is the file `resolve_policy_file(source)` chose earlier (a run may save a newer one since).
+                env_id: str | None = None, agent: int = 0) -> LoadedPolicy:
+    """Loads agent `agent` (`--agent`; a file of one agent holds agent 0 only, any other is a
+    bad argument, exit 3) of a .pkl checkpoint, a params .npz or a run directory and checks
+    that the network fits its env (observation size and action count) by running it once.
+    `path`, if given, is the file `resolve_policy_file(source)` chose earlier (a run may save a
+    newer one since).
     The env is the one the file records (`policy_env.py`); `env_id` (the tools' `--env`) names
     it for a file that records none, and must agree with one that does (exit 3)."""
     source = pathlib.Path(source)
     path = resolve_policy_file(source) if path is None else path
     try:
-        params, network_config = ckpt.load_policy_params(path)
+        params, network_config, num_agents = ckpt.read_policy(path, agent)
         env_id, env_known = policy_env.policy_env_id(path, env_id)
+    except ckpt.NoSuchAgent as error:
+        raise cli.ToolError(f"--agent: {error}", cli.EXIT_BAD_ARGUMENTS) from None
     except ckpt.CheckpointError as error:
         raise PolicyLoadError(f"{error}{_other_policy_note(source, path)}") from None
     obs_dim = int(network_config.get("obs_dim", OBS_DIM))
@@ -170,7 +182,8 @@ def load_policy(source: str | pathlib.Path, path: pathlib.Path | None = None,
     if logits.shape != (env_actions,) or value.shape != ():
         raise PolicyLoadError(f"{path}: network outputs have shapes {logits.shape}, {value.shape}")
     return LoadedPolicy(source=source, file=path, network=network, params=params,
-                        network_config=dict(network_config), env_id=env_id)
+                        network_config=dict(network_config), env_id=env_id, agent=agent,
+                        num_agents=num_agents)
 
 
 def masked_logits(logits: jax.Array, action_mask: jax.Array) -> jax.Array:

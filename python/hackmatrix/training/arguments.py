@@ -91,6 +91,11 @@ def build_parser() -> argparse.ArgumentParser:
                           "envs and minibatches evenly; on CPU 1, and N > 1 (at most 64) splits "
                           "the CPU into N devices so that N cores step the game at once, but not "
                           "bit-reproducibly); a resume keeps the checkpoint's count when it can")
+    run.add_argument("--num-seeds", type=int, metavar="K",
+                     help="train K independent agents in one program, agent i from seed "
+                          "--seed + i, each with the batch and --total-timesteps above; stdout "
+                          "shows their mean and std, metrics.jsonl each agent's values too; one "
+                          "device; kept by a resume (default 1)")
 
     ppo = parser.add_argument_group("optimisation (PPO's defaults; --algo a2c sets its own)")
     ppo.add_argument("--num-minibatches", type=int, help="minibatches per epoch (default 4; "
@@ -150,6 +155,15 @@ def build_parser() -> argparse.ArgumentParser:
                         help="rules: 0.05 per cell closer to the exit, nothing for a step away "
                              "(farmable by pacing); potential: 0.05 x the signed change, so "
                              "pacing earns nothing; none (default: potential)")
+    reward.add_argument("--program-potential", type=float, metavar="R",
+                        help="reward per program owned, paid when one is acquired (and taken "
+                             "back if UNDO removes it); the rules pay nothing (default 0)")
+    reward.add_argument("--start-programs", type=int, metavar="K",
+                        help="curriculum: new training games own K random programs (0-23; "
+                             "default 0, the rules' start); evaluation plays the rules' games")
+    reward.add_argument("--start-programs-prob", type=float, metavar="P",
+                        help="the share of new training games that --start-programs applies to "
+                             "(default 0.5)")
     net.add_argument("--seed", type=int, help="random seed (default 0)")
 
     checkpoints = parser.add_argument_group("checkpoints")

@@ -4,6 +4,9 @@ Layout of a run directory `{checkpoint_dir}/{run_name}/`:
   checkpoint_{update}.pkl  full training state (see specs/architecture.md), NumPy leaves only
   params_{update}.npz      params only, keys are '/'-joined flax paths
   final_params.npz         params at the end of training
+A run of several agents (`--num-seeds K`, K > 1) stores every array of the training state and of
+the params files with the agents first (agent i's params are `array[i]`), and its params files
+say so: `meta/num_seeds` = K. A file without that entry holds one agent, unstacked.
   set_aside/{why}_{time}/  files a resume or a fresh start moved out of the way (never deleted)
 Every file is written to a temp file in the same directory, fsynced, then renamed
 (`atomic_files`), so a kill during a save leaves the previous files intact and never a
@@ -84,12 +87,23 @@ def save_params(path: Path, params: dict, network: dict | None = None,
     return atomic_write(path, _params_writer(params, network, meta))
 
 
-def env_meta(config: dict) -> dict:
-    """The `meta` entries that tie a params file to its env (tools make the env from them);
-    a config without `env` is HackMatrix's. Nothing for a config that is not one (a corrupt
-    state, which the checks refuse on their own terms)."""
-    env = config.get("env", "hackmatrix") if isinstance(config, dict) else None
-    return {"env": env} if isinstance(env, str) else {}
+NUM_SEEDS_META = "num_seeds"  # `meta/num_seeds`: how many agents a params file holds
+
+
+class NoSuchAgent(Exception):
+    """A file holds no agent of the number asked for (the tools' `--agent`: a bad argument)."""
+
+
+def run_meta(config: dict) -> dict:
+    """The `meta` entries that tie a params file to its run: its env (tools make the env from
+    them; a config without `env` is HackMatrix's) and, for several agents, their number. Nothing
+    for a config that is not one (a corrupt state, which the checks refuse on their own terms)."""
+    if not isinstance(config, dict):
+        return {}
+    env = config.get("env", "hackmatrix")
+    num_seeds = config.get("num_seeds", 1)
+    return {**({"env": env} if isinstance(env, str) else {}),
+            **({NUM_SEEDS_META: num_seeds} if _count(num_seeds) and num_seeds > 1 else {})}
 
 
 def _params_writer(params: dict, network: dict | None, meta: dict | None = None):
@@ -134,7 +148,7 @@ def save_checkpoint(run_dir: Path, state: dict) -> Path:
     update = int(state["update"])
     params_temp = write_temp(params_path(run_dir, update),
                              _params_writer(state["params"], state["network"],
-                                            env_meta(state["config"])))
+                                            run_meta(state["config"])))
     try:
         checkpoint_temp = write_temp(
             checkpoint_path(run_dir, update),
@@ -154,7 +168,7 @@ def restore_params_file(run_dir: Path, state: dict) -> Path | None:
     path = params_path(run_dir, int(state["update"]))
     if path.is_file():
         return None
-    return save_params(path, state["params"], state["network"], env_meta(state["config"]))
+    return save_params(path, state["params"], state["network"], run_meta(state["config"]))
 
 
 def list_checkpoints(run_dir: Path) -> list[tuple[int, Path]]:
@@ -294,12 +308,14 @@ def read_checkpoint(path: Path) -> dict:
     return state
 
 
+def _count(value) -> bool:
+    """A whole number >= 0 (bool is an int in Python: True must not read as update 1)."""
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
 def _check_fields(path: Path, state: dict) -> None:
     """The fields every reader uses: a corrupt value is a CheckpointError here rather than a
     stray TypeError later."""
-    def count(value) -> bool:  # bool is an int in Python: True must not read as update 1
-        return isinstance(value, int) and not isinstance(value, bool) and value >= 0
-
     def text_keyed(tree) -> bool:  # nested dicts with text keys down to the arrays
         return not isinstance(tree, dict) or all(
             isinstance(key, str) and text_keyed(value) for key, value in tree.items())
@@ -307,12 +323,12 @@ def _check_fields(path: Path, state: dict) -> None:
     if not isinstance(state["params"], dict) or not text_keyed(state["params"]):
         raise CheckpointError(f"{path} is corrupt: its params are not dicts of named arrays")
     network = state["network"]
-    if not isinstance(network, dict) or not all(count(network.get(key)) for key in NETWORK_KEYS):
+    if not isinstance(network, dict) or not all(_count(network.get(key)) for key in NETWORK_KEYS):
         raise CheckpointError(f"{path} is corrupt: its network must give {', '.join(NETWORK_KEYS)}")
     if not isinstance(state["config"], dict):
         raise CheckpointError(f"{path} is corrupt: its config is not a dict")
     for key in ("update", "timesteps"):
-        if not count(state[key]):
+        if not _count(state[key]):
             raise CheckpointError(f"{path} is corrupt: {key} is {shown(state[key])}")
 
 
@@ -352,7 +368,9 @@ def _check_resume_fields(path: Path, state: dict) -> None:
     if not (isinstance(unwritten, list)
             and all(_line_of_update(line, state["update"]) for line in unwritten)):
         raise CheckpointError(f"{path} is corrupt: unwritten_metrics_lines is {shown(unwritten)}")
-    if not _is_finite_number(state["schedule_timesteps"]):
+    # One count per agent with several (each has trained as many steps), else a scalar.
+    num_seeds = TrainConfig.from_dict(state["config"]).num_seeds
+    if not _finite_numbers(state["schedule_timesteps"], () if num_seeds == 1 else (num_seeds,)):
         raise CheckpointError(f"{path} is corrupt: schedule_timesteps is "
                               f"{shown(state['schedule_timesteps'])}")
 
@@ -366,13 +384,17 @@ def _line_of_update(line, update: int) -> bool:
     return isinstance(logged, int) and not isinstance(logged, bool) and 0 < logged <= update
 
 
-def _is_finite_number(value) -> bool:
-    """A finite int or float, as a Python or NumPy scalar (a 0-d array included)."""
-    if np.ndim(value) != 0:
-        return False
-    item = np.asarray(value).item()
+def _finite_numbers(value, shape: tuple) -> bool:
+    """Finite ints or floats in an array of `shape`, or for shape () a Python or NumPy
+    scalar (a 0-d array included)."""
     try:
-        return isinstance(item, (int, float)) and math.isfinite(item)
+        if np.shape(value) != shape:
+            return False
+        items = np.asarray(value).ravel().tolist()
+    except (TypeError, ValueError):  # ragged nested lists
+        return False
+    try:
+        return all(isinstance(item, (int, float)) and math.isfinite(item) for item in items)
     except OverflowError:  # an int too large for a float
         return False
 
@@ -501,17 +523,28 @@ def _never_saved_note(run_dir: Path) -> str:
 
 # ----------------------------------------------------------------------------- policy loading
 
-def load_policy_params(path) -> tuple[dict, dict]:
-    """(params, network_config) from a checkpoint .pkl, a params .npz or a run directory
-    (`resolve_policy_file`).
+class PolicyParams(NamedTuple):
+    params: dict     # one agent's: the flax variables dict for `ActorCritic.apply`
+    network: dict    # hidden_dim, num_layers, obs_dim, num_actions and the other architecture keys
+    num_agents: int  # how many agents the file holds (`--num-seeds`)
 
-    `params` is the flax variables dict for `ActorCritic.apply`; `network_config` has hidden_dim,
-    num_layers, obs_dim and num_actions.
-    """
+
+def load_policy_params(path, agent: int = 0) -> tuple[dict, dict]:
+    """(params, network_config) of agent `agent` (`read_policy`)."""
+    policy = read_policy(path, agent)
+    return policy.params, policy.network
+
+
+def read_policy(path, agent: int = 0) -> PolicyParams:
+    """Agent `agent`'s policy from a checkpoint .pkl, a params .npz or a run directory
+    (`resolve_policy_file`). A file of one agent holds agent 0 only; NoSuchAgent for an agent
+    the file does not hold."""
     path = resolve_policy_file(path)
     if path.suffix == ".pkl":
         state = read_checkpoint(path)
-        return state["params"], dict(state["network"])
+        num_agents = state["config"].get("num_seeds", 1)
+        return PolicyParams(_agent_params(path, state["params"], num_agents, agent),
+                            dict(state["network"]), num_agents)
     if path.suffix == ".npz":
         if not path.is_file():
             raise CheckpointError(f"params file not found: {path}")
@@ -523,15 +556,40 @@ def load_policy_params(path) -> tuple[dict, dict]:
             with np.load(path, allow_pickle=False) as data:
                 network = {key[len(NETWORK_ENTRY):]: data[key].item() for key in data.files
                            if key.startswith(NETWORK_ENTRY)}
+                num_agents = (data[META_ENTRY + NUM_SEEDS_META].item()
+                              if META_ENTRY + NUM_SEEDS_META in data.files else 1)
                 params = unflatten_params({key: data[key] for key in data.files if not
                                            key.startswith((NETWORK_ENTRY, META_ENTRY))})
         except Exception as error:
             raise CheckpointError(f"cannot read params {path}: {error_line(error)}") from None
+        params = _agent_params(path, params, num_agents, agent)
         try:
-            return params, {**infer_network_config(params), **network}
+            return PolicyParams(params, {**infer_network_config(params), **network}, num_agents)
         except CheckpointError as error:
             raise CheckpointError(f"{path}: {error}") from None
     raise CheckpointError(f"expected a .pkl checkpoint, a .npz params file or a run directory: {path}")
+
+
+def _agent_params(path: Path, params: dict, num_agents, agent: int) -> dict:
+    """Agent `agent`'s params out of a file's params of `num_agents` agents (stacked when
+    more than one)."""
+    if not (_count(num_agents) and num_agents >= 1):
+        raise CheckpointError(f"{path} is corrupt: it says it holds {shown(num_agents)} agents")
+    if not 0 <= agent < num_agents:
+        held = "one agent, 0" if num_agents == 1 else f"{num_agents} agents, 0 to {num_agents - 1}"
+        raise NoSuchAgent(f"agent {agent} is not in {path}: it holds {held}")
+    if num_agents == 1:
+        return params
+
+    def pick(tree):
+        if isinstance(tree, dict):
+            return {name: pick(value) for name, value in tree.items()}
+        array = np.asarray(tree)
+        if array.shape[:1] != (num_agents,):
+            raise CheckpointError(f"{path} is corrupt: it holds {num_agents} agents, but an "
+                                  f"array of shape {array.shape}")
+        return array[agent]
+    return pick(params)
 
 
 def is_policy_file(name: str) -> bool:

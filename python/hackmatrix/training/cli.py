@@ -33,7 +33,7 @@ from hackmatrix.shell import compilation_cache, frame_stack, interrupts, jax_bac
 from hackmatrix.shell.exit_codes import (
     EXIT_BAD_ARGUMENTS, EXIT_BAD_CHECKPOINT, EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK)
 from hackmatrix.messages import error_line, one_line
-from hackmatrix.training import arguments, devices, resume, run_directory, startup
+from hackmatrix.training import arguments, devices, resume, run_directory, seeds, startup
 from hackmatrix.training import checkpoint as ckpt
 from hackmatrix.training import metrics as M
 from hackmatrix.training.arguments import UsageError, build_parser, run_options
@@ -81,14 +81,16 @@ def make_env(env_id: str = "hackmatrix"):
     return env, env.default_params
 
 
-def with_training_reward(env_params, config: TrainConfig):
-    """The env params with the reward options of `config` (`game/reward_options.py`); other
-    envs than HackMatrix train on their own reward."""
+def training_env_params(env_params, config: TrainConfig):
+    """The env params with the reward options (`game/reward_options.py`) and the curriculum
+    (`game/curriculum.py`) of `config`; other envs than HackMatrix train on their own."""
     from hackmatrix.game import reward_options
     if env_params is None or config.env != "hackmatrix":
         return env_params
-    return reward_options.env_params(config.reward_weights, config.distance_shaping,
-                                     base=env_params)
+    return reward_options.env_params(
+        config.reward_weights, config.distance_shaping, config.program_potential,
+        base=env_params).replace(start_programs=config.start_programs,
+                                 start_programs_prob=config.start_programs_prob)
 
 
 def fresh_config(args, backend: str, available_devices: int) -> tuple[TrainConfig, dict, set]:
@@ -96,8 +98,9 @@ def fresh_config(args, backend: str, available_devices: int) -> tuple[TrainConfi
     explicit = arguments.explicit_values(args)
     defaults = run_defaults(backend, explicit.get("env", "hackmatrix"), explicit.get("algo", "ppo"))
     config = TrainConfig(**{**defaults, **explicit})
+    # Several agents train on one device (`config.validate`).
     counts = ([config.num_devices] if "num_devices" in explicit or backend == "cpu"
-              else range(available_devices, 0, -1))
+              or config.num_seeds > 1 else range(available_devices, 0, -1))
     config, scaled = devices.fit_device_count(config, counts, frozenset(explicit))
     return config, scaled, set(explicit)
 
@@ -107,6 +110,9 @@ def _idle_devices_note(config: TrainConfig, explicit: set, backend: str,
     """What a fresh run's default device count leaves idle on an accelerator, or None."""
     if backend == "cpu" or "num_devices" in explicit or config.num_devices == available_devices:
         return None
+    if config.num_seeds > 1:
+        return (f"[config] note: using 1 of the {available_devices} {backend} devices: the "
+                f"{config.num_seeds} agents of --num-seeds train on one device")
     return (f"[config] note: using {config.num_devices} of the {available_devices} {backend} "
             f"devices: the {config.num_envs} envs and their {config.num_minibatches} minibatches "
             "do not split evenly over more (each device steps an equal share of the envs and of "
@@ -173,9 +179,12 @@ def _reward_text(config: TrainConfig) -> str:
     """The training reward in a few words; the rules' reward is named as such."""
     if config.env != "hackmatrix":
         return "the env's own"
-    if not config.reward_weights and config.distance_shaping == "rules":
+    if (not config.reward_weights and config.distance_shaping == "rules"
+            and not config.program_potential):
         return "rules"
     parts = [f"distance_shaping={config.distance_shaping}"]
+    if config.program_potential:
+        parts.append(f"program_potential={config.program_potential:g}")
     if config.reward_weights:
         parts.append(f"weights={config.reward_weights}")
     return f"{' '.join(parts)} (not the rules' reward; evaluation reports the game's outcomes)"
@@ -402,9 +411,15 @@ def _train(args, signals: _Signals, cleanup: contextlib.ExitStack) -> int:
     if (error := devices.missing_devices_error(config.num_devices)) is not None:
         raise ConfigError(error)
     env, env_params = make_env(config.env)
+    if (error := devices.rollout_memory_error(config, env.observation_size,
+                                              devices.device_memory_bytes())) is not None:
+        raise ConfigError(error)
     if options["eval_interval"] and config.env != "hackmatrix":
         raise ConfigError(f"--eval-interval plays HackMatrix boards against its baselines; "
                           f"for --env {config.env} use evaluate.py on the run")
+    if options["eval_interval"] and config.num_seeds > 1:
+        raise ConfigError(f"--eval-interval evaluates one agent: with --num-seeds "
+                          f"{config.num_seeds} use evaluate.py --agent I on the run")
     if saved is None and (note := _idle_devices_note(config, start.explicit_config, backend,
                                                      available_devices)):
         say(note)
@@ -435,10 +450,13 @@ def _train(args, signals: _Signals, cleanup: contextlib.ExitStack) -> int:
         f"update_epochs={config.update_epochs} gradient_steps={config.gradient_steps_per_update} "
         f"auto_scaled={scaled_text}")
     say(f"[config] updates={start_update}->{num_updates} total_timesteps={config.total_timesteps} "
-        f"lr={config.lr} lr_schedule={config.lr_schedule} seed={config.seed} run_dir={run_dir}")
+        f"lr={config.lr} lr_schedule={config.lr_schedule} {seeds.seed_text(config)} "
+        f"run_dir={run_dir}")
     say(f"[config] env={config.env} algo={config.algo} network={_network_text(config)} ent_coef={config.ent_coef}->"
         f"{config.ent_coef_end} clip_value_loss={config.clip_value_loss} "
-        f"reward={_reward_text(config)}")
+        f"reward={_reward_text(config)}"
+        + (f" curriculum=start_programs={config.start_programs}@{config.start_programs_prob:g}"
+           if config.start_programs else ""))
     if backend == "cpu" and config.num_devices > 1:
         say(f"[config] warning: {config.num_devices} CPU devices: runs are not bit-reproducible "
             "(XLA:CPU's multi-device runs vary from run to run with the same seed), so a resumed "
@@ -447,14 +465,15 @@ def _train(args, signals: _Signals, cleanup: contextlib.ExitStack) -> int:
     if end_timesteps != config.total_timesteps:
         say(f"[config] note: the run stops at update {num_updates}, {end_timesteps} timesteps: "
             f"whole updates of {config.batch_size} steps only")
+    # With several agents, one count per agent: they have all trained the same steps.
     if saved is not None and (note := resume.schedule_note(
-            saved["config"], config, float(saved["schedule_timesteps"]))):
+            saved["config"], config, float(np.max(saved["schedule_timesteps"])))):
         say(note)
     if args.verbose:
         say(f"[config] devices={jax.devices()} compilation_cache={cache_dir} "
             f"updates_per_chunk={config.updates_per_chunk}")
 
-    env_params = with_training_reward(env_params, config)
+    env_params = training_env_params(env_params, config)
     obs_dim, num_actions = env.observation_size, env.num_actions
     network = _network_config(config, obs_dim, num_actions)
     if saved is not None and (saved["network"].get("obs_dim"), saved["network"].get("num_actions")) \
@@ -464,7 +483,7 @@ def _train(args, signals: _Signals, cleanup: contextlib.ExitStack) -> int:
     trainer = make_trainer(config, env, env_params)
     # The log window a checkpoint saved part-filled (saved off a log boundary): its episodes
     # go into the first line after the resume.
-    window, window_seconds = M.MetricsWindow(config.batch_size, env.metrics), 0.0
+    window, window_seconds = seeds.metrics_window(config, env.metrics), 0.0
     if saved is not None and saved.get("metrics_window") is not None:
         try:
             window_seconds = window.restore(saved["metrics_window"])
@@ -476,7 +495,7 @@ def _train(args, signals: _Signals, cleanup: contextlib.ExitStack) -> int:
     compile_start = time.perf_counter()
     schedule = make_schedule(config)
     runner, run_chunk = startup.build_runner_and_chunk(
-        trainer, schedule, jax.random.PRNGKey(config.seed), saved, config, args.keep_optimizer,
+        trainer, schedule, seeds.agent_keys(config), saved, config, args.keep_optimizer,
         say)
     compile_seconds = time.perf_counter() - compile_start
     say(f"[compile] {compile_seconds:.1f}s (updates_per_chunk={config.updates_per_chunk})")
@@ -560,7 +579,7 @@ def _train(args, signals: _Signals, cleanup: contextlib.ExitStack) -> int:
         return last_checkpoint
 
     def summary(status: str) -> dict:
-        session_steps = timesteps - start_timesteps
+        session_steps = (timesteps - start_timesteps) * config.num_seeds  # all agents' steps
         return {
             "status": status, "run_name": run_name, "run_dir": os.path.abspath(run_dir),
             "config": config.to_dict(), "network": network, "update": update,
@@ -589,9 +608,10 @@ def _train(args, signals: _Signals, cleanup: contextlib.ExitStack) -> int:
         # part-filled window to log: no pace measured yet, so the ETA is unknown ("?").
         updates_run = update - start_update
         seconds_per_update = train_seconds / updates_run if updates_run else math.inf
-        console.print(M.format_line(record, num_updates,
-                                    (num_updates - update) * seconds_per_update))
-        for warning in M.health_warnings(record):
+        console.print(seeds.format_line(record, num_updates,
+                                        (num_updates - update) * seconds_per_update,
+                                        config.num_seeds))
+        for warning in seeds.health_warnings(record, config.num_seeds):
             console.print(warning)
         try:
             metrics_file.write(record)
@@ -710,7 +730,7 @@ def _train(args, signals: _Signals, cleanup: contextlib.ExitStack) -> int:
                           "is complete, so it finishes as usual (exit 0, nothing to resume)")
         save_checkpoint("final", session_end=True)
         ckpt.save_params(run_dir / ckpt.FINAL_PARAMS_NAME, jax.device_get(runner.train.params),
-                         network, ckpt.env_meta(config.to_dict()))
+                         network, ckpt.run_meta(config.to_dict()))
         run_complete = True
         final = summary("completed")
         M.write_summary(run_dir, final)

@@ -29,6 +29,7 @@ MAX_FLOAT32 = float(np.finfo(np.float32).max)
 MAX_TOTAL_TIMESTEPS = 10**12
 MAX_NUM_LAYERS = 64
 MAX_HIDDEN_WEIGHTS = 2**28
+NUM_PROGRAMS = 23  # the game's programs (game/constants.py; not imported before the flags pass)
 
 
 class ConfigError(ValueError):
@@ -70,10 +71,18 @@ class TrainConfig:
     # game's own outcomes.
     reward_weights: str = ""
     distance_shaping: str = "potential"
+    program_potential: float = 0.0
+    # A curriculum (`game/curriculum.py`): new games that own programs; evaluation plays the
+    # rules' games.
+    start_programs: int = 0
+    start_programs_prob: float = 0.5
     seed: int = 0
     log_interval: int = 1
     # Devices that share the envs (data parallelism; the result depends on it).
     num_devices: int = 1
+    # Independent agents trained side by side in one program, agent i from seed + i
+    # (`seeds.py`); each has the batch and the run length above.
+    num_seeds: int = 1
 
     def __post_init__(self):
         if self.ent_coef_end is None:
@@ -133,16 +142,18 @@ DTYPES = ("float32", "bfloat16")
 DEFAULT_DTYPE = "float32"
 
 # Options that came after the first checkpoints: what a config without them trained with.
-LEGACY_FIELDS = frozenset({"env", "algo", "num_devices", "lr_schedule", "ent_coef_end", "clip_value_loss",
+LEGACY_FIELDS = frozenset({"env", "algo", "num_devices", "num_seeds", "lr_schedule", "ent_coef_end", "clip_value_loss",
                            "torso", "shared_torso", "activation", "conv_channels", "dtype",
-                           "reward_weights", "distance_shaping"})
+                           "reward_weights", "distance_shaping", "program_potential",
+                           "start_programs", "start_programs_prob"})
 
 
 def legacy_values(values: dict) -> dict:
-    legacy = {"env": "hackmatrix", "algo": "ppo", "num_devices": 1, "ent_coef_end": values.get("ent_coef", TrainConfig.ent_coef),
+    legacy = {"env": "hackmatrix", "algo": "ppo", "num_devices": 1, "num_seeds": 1, "ent_coef_end": values.get("ent_coef", TrainConfig.ent_coef),
               "clip_value_loss": True, "torso": "mlp", "shared_torso": True, "activation": "tanh",
               "conv_channels": TrainConfig.conv_channels, "dtype": DEFAULT_DTYPE, "reward_weights": "",
-              "distance_shaping": "rules"}
+              "distance_shaping": "rules", "program_potential": 0.0, "start_programs": 0,
+              "start_programs_prob": TrainConfig.start_programs_prob}
     if "anneal_lr" in values:
         legacy["lr_schedule"] = "linear" if values["anneal_lr"] else "constant"
     return legacy
@@ -256,7 +267,8 @@ def validate(config: TrainConfig) -> None:
         if not valid:
             raise ConfigError(f"{field.name} must be {description}, got {value!r}")
     positive_ints = ("total_timesteps", "num_envs", "num_steps", "num_minibatches", "update_epochs",
-                     "hidden_dim", "num_layers", "log_interval", "num_devices", "conv_channels")
+                     "hidden_dim", "num_layers", "log_interval", "num_devices", "conv_channels",
+                     "num_seeds")
     for name in positive_ints:
         if getattr(config, name) < 1:
             raise ConfigError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(config, name)}")
@@ -285,9 +297,16 @@ def validate(config: TrainConfig) -> None:
                           f"{config.update_epochs}")
     if not config.env.isprintable() or not config.env.strip():
         raise ConfigError(f"--env must be printable text, got {config.env!r}")
-    if config.env != "hackmatrix" and (config.reward_weights or config.distance_shaping != "rules"):
-        raise ConfigError(f"--reward-weights and --distance-shaping shape HackMatrix's reward: "
-                          f"--env {config.env} trains on its own")
+    if config.env != "hackmatrix" and (config.reward_weights or config.distance_shaping != "rules"
+                                       or config.program_potential):
+        raise ConfigError(f"--reward-weights, --distance-shaping and --program-potential shape "
+                          f"HackMatrix's reward: --env {config.env} trains on its own")
+    if config.env != "hackmatrix" and config.start_programs:
+        raise ConfigError(f"--start-programs starts HackMatrix games with programs: --env "
+                          f"{config.env} has none")
+    if not 0 <= config.start_programs <= NUM_PROGRAMS:
+        raise ConfigError(f"--start-programs must be in [0, {NUM_PROGRAMS}] (the game's "
+                          f"programs), got {config.start_programs}")
     if config.env != "hackmatrix" and config.torso != "mlp":
         raise ConfigError(f"--torso {config.torso} reads HackMatrix's board: --env {config.env} "
                           "takes --torso mlp")
@@ -314,10 +333,18 @@ def validate(config: TrainConfig) -> None:
     reason = device_split_error(config, config.num_devices)
     if reason:
         raise ConfigError(reason)
+    if config.num_seeds > 1 and config.num_devices > 1:
+        raise ConfigError(f"--num-seeds {config.num_seeds} trains its agents on one device: "
+                          f"--num-devices must be 1, got {config.num_devices}")
+    # The agents' rollouts are arrays of one program, sized like one larger batch.
+    if config.num_seeds * config.batch_size > MAX_COUNT:
+        raise ConfigError(f"--num-seeds {config.num_seeds} agents of {config.batch_size} steps "
+                          f"per update make {config.num_seeds * config.batch_size} steps, over "
+                          f"{MAX_COUNT}")
     if config.total_timesteps < config.batch_size:
         raise ConfigError(f"--total-timesteps {config.total_timesteps} is less than one update's "
                           f"batch of {config.batch_size} steps")
-    for name in ("gamma", "gae_lambda"):
+    for name in ("gamma", "gae_lambda", "start_programs_prob"):
         if not 0.0 <= getattr(config, name) <= 1.0:
             raise ConfigError(f"--{name.replace('_', '-')} must be in [0, 1], got {getattr(config, name)}")
     # Finite in float32, the precision the update computes in.
@@ -337,9 +364,14 @@ def validate(config: TrainConfig) -> None:
     if problem:
         raise ConfigError(f"--{problem}")
     try:
-        reward_options.env_params(config.reward_weights, config.distance_shaping)
+        reward_options.env_params(config.reward_weights, config.distance_shaping,
+                                  config.program_potential)
     except reward_options.RewardOptionError as error:
         raise ConfigError(str(error)) from None
     if not 0 <= config.seed <= MAX_SEED:
         raise ConfigError(f"--seed must be in [0, {MAX_SEED}] (JAX's PRNGKey takes 32 bits), "
                           f"got {config.seed}")
+    if config.seed + config.num_seeds - 1 > MAX_SEED:
+        raise ConfigError(f"--seed {config.seed} with --num-seeds {config.num_seeds}: agent i "
+                          f"trains seed --seed + i, so --seed must be at most "
+                          f"{MAX_SEED - config.num_seeds + 1}")

@@ -62,3 +62,34 @@ def fit_device_count(config: TrainConfig, counts,
         if device_split_error(candidate, count) is None:
             break
     return candidate, changes
+
+
+def device_memory_bytes() -> int | None:
+    """One local device's memory: an accelerator's allocator limit, else (CPU) the host's
+    physical memory; None when neither is known."""
+    import os
+
+    import jax
+    stats = jax.local_devices()[0].memory_stats() or {}
+    if "bytes_limit" in stats:
+        return int(stats["bytes_limit"])
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError):
+        return None
+
+
+def rollout_memory_error(config: TrainConfig, obs_dim: int,
+                         memory_bytes: int | None) -> str | None:
+    """Why the update surely cannot fit in one device's memory, or None. Its largest buffer is
+    the rollout's float32 observations (every agent's envs and steps, each device its share);
+    the update needs more than that, so this only refuses what cannot run at all, before XLA
+    would fail to allocate."""
+    per_device = config.num_seeds * config.batch_size // config.num_devices * obs_dim * 4
+    if memory_bytes is None or per_device <= memory_bytes:
+        return None
+    gib = 2 ** 30
+    return (f"--num-envs {config.num_envs} x --num-steps {config.num_steps}"
+            + (f" x --num-seeds {config.num_seeds}" if config.num_seeds > 1 else "")
+            + f" store {per_device / gib:.1f} GiB of observations per device, over the device's "
+            f"{memory_bytes / gib:.1f} GiB: lower --num-envs or --num-steps")

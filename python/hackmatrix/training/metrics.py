@@ -11,6 +11,7 @@ import json
 import math
 import sys
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 
@@ -117,8 +118,9 @@ def losses_are_finite(chunk_metrics: dict, num_active: int) -> bool:
     return all(np.isfinite(np.asarray(chunk_metrics[key][:num_active])).all() for key in LOSS_KEYS)
 
 
-def _fmt(value: float) -> str:
-    # At most 9 characters ("-1.23e-05"), so that the [train] line keeps within LINE_WIDTH.
+def short_number(value: float) -> str:
+    """3 significant digits: at most 9 characters ("-1.23e-05"), so that the [train] line keeps
+    within LINE_WIDTH."""
     return f"{value:.3g}" if math.isfinite(value) else "nan"
 
 
@@ -144,15 +146,25 @@ STDOUT_FIELDS = (
 )
 
 
-def format_line(record: dict, num_updates: int, eta_seconds: float) -> str:
-    """One grep-friendly `key=value` line per logged update, within LINE_WIDTH columns."""
-    parts = [f"update={record['update']}/{num_updates}", f"timesteps={record['timesteps']}",
-             f"sps={record['train/sps']:.0f}", f"eta={format_duration(eta_seconds)}"]
-    parts += [f"{name}={_fmt(record[key])}" for name, key in STDOUT_FIELDS if key in record]
-    return "[train] " + " ".join(parts)
+def format_line(record: dict, num_updates: int, eta_seconds: float,
+                value_text: Callable[[str], str] | None = None) -> str:
+    """One grep-friendly `key=value` line per logged update, within LINE_WIDTH columns: the
+    fields from the first that would pass it are left out (one agent's widest values fit).
+    `value_text(key)` writes a field's value (default: `short_number` of the record's)."""
+    value_text = value_text or (lambda key: short_number(record[key]))
+    line = (f"[train] update={record['update']}/{num_updates} timesteps={record['timesteps']} "
+            f"sps={record['train/sps']:.0f} eta={format_duration(eta_seconds)}")
+    for name, key in STDOUT_FIELDS:
+        if key in record:
+            field = f" {name}={value_text(key)}"
+            if len(line) + len(field) > LINE_WIDTH:
+                break
+            line += field
+    return line
 
 
-def health_warnings(record: dict) -> list[str]:
+def health_warnings(record: dict, where: str = "") -> list[str]:
+    """The `[health]` lines of a record; `where` follows its update (" agent=2")."""
     warnings = []
     if record["train/approx_kl"] > APPROX_KL_LIMIT:
         warnings.append(f"approx_kl {record['train/approx_kl']:.3f} > {APPROX_KL_LIMIT}: policy "
@@ -163,7 +175,7 @@ def health_warnings(record: dict) -> list[str]:
     if record["train/entropy"] < ENTROPY_FLOOR:
         warnings.append(f"entropy {record['train/entropy']:.4f} < {ENTROPY_FLOOR}: policy collapsing "
                         "to deterministic (raise --ent-coef)")
-    return [f"[health] update={record['update']} {w}" for w in warnings]
+    return [f"[health] update={record['update']}{where} {w}" for w in warnings]
 
 
 def json_safe(value):

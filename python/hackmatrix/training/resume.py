@@ -30,6 +30,11 @@ def resumed_config(args, saved: dict, available_devices: int,
                 f"--{name} {explicit[name]} but the checkpoint's run trains "
                 f"--{name} {getattr(saved_config, name)}: a run keeps its env and algorithm "
                 "(start a new run for another)")
+    if "num_seeds" in explicit and explicit["num_seeds"] != saved_config.num_seeds:
+        raise ckpt.CheckpointError(
+            f"--num-seeds {explicit['num_seeds']} but the checkpoint's run trains "
+            f"{saved_config.num_seeds} agent(s): a run keeps its agents (start a new run for "
+            "another number)")
     for name in ARCHITECTURE_FIELDS:
         if name in explicit and explicit[name] != getattr(saved_config, name):
             raise ckpt.CheckpointError(
@@ -125,6 +130,7 @@ def restore_runner(fresh, saved: dict, config: TrainConfig, keep_optimizer: bool
         consequences.append("every env starts a new game (the saved ones do not fit)")
     if consequences:
         say(f"[resume] warning: {', '.join(batch_changes)}: {'; '.join(consequences)}")
+    # One count per agent with several: `checkpoint.load_checkpoint` checked its shape.
     train = fresh.train._replace(params=params, opt_state=opt_state,
                                  schedule_timesteps=jnp.float32(saved["schedule_timesteps"]))
     if saved_num_envs == config.num_envs:

@@ -131,14 +131,14 @@ def finish_a_cut_short_final_save(run_dir: Path, run_name: str, saved: dict,
         ckpt.remove_temp_files(run_dir)
         if not params_file.is_file():
             ckpt.save_params(params_file, saved["params"], saved["network"],
-                             ckpt.env_meta(saved["config"]))
+                             ckpt.run_meta(saved["config"]))
         if final.is_file() and not ckpt.params_files_equal(final, params_file):
             # An earlier update's final params (the run was extended, and killed before it
             # deleted them): kept aside, as every file a session did not write.
             ckpt.set_aside(run_dir, [final], f"before_update_{update}")
         if not final.is_file():
             ckpt.save_params(final, saved["params"], saved["network"],
-                             ckpt.env_meta(saved["config"]))
+                             ckpt.run_meta(saved["config"]))
         ckpt.prune_checkpoints(run_dir, options["keep_checkpoints"])
         if write_unwritten_metrics(metrics_file, lines, saved):
             lines = metrics_file.split_after(update)[0]

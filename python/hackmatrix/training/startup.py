@@ -9,7 +9,7 @@ import sys
 from hackmatrix import xla_options
 from hackmatrix.shell import frame_stack, gc_pause
 from hackmatrix.shell.exit_codes import EXIT_INTERRUPTED
-from hackmatrix.training import resume
+from hackmatrix.training import resume, seeds
 
 # os._exit, a seam for the tests: it ends the process without the interpreter's teardown.
 _exit_at_once = os._exit
@@ -97,7 +97,7 @@ def build_runner_and_chunk(trainer, schedule, key, saved, config, keep_optimizer
     if restored is not None and unfilled(restored.envs):
         # New games (a changed env count) come from the run's random state: the seed's key
         # would start the games the run began with at update 0 again.
-        rng, init_key = jax.random.split(restored.rng)
+        rng, init_key = seeds.split_keys(restored.rng, config.num_seeds)
         restored = restored._replace(rng=rng)
     with gc_pause.paused():
         lowered_chunk = trainer.run_chunk.lower(template, jnp.int32(0), schedule)

@@ -25,6 +25,12 @@ are raw uint32[2] keys from the game's hash splitter (`spawning.split_key`). The
 Update k depends only on the carried RunnerState (RNG included), so how updates are grouped into
 chunks, and whether a run was interrupted and resumed in between, never changes the result.
 
+Several agents (`config.num_seeds` = K > 1, one device): each function above maps the one-agent
+function over a leading agent axis (`jax.vmap`), PureJaxRL's way of training seeds side by side:
+`init` takes K keys (`seeds.agent_keys`), every leaf of the runner has K first, and the metrics
+of `run_chunk` are [updates_per_chunk, K] (those of `update`, [K]). Agent i computes what a
+one-agent run of its key computes, up to the last bits of float sums (specs/training.md).
+
 Data parallelism: per-env data (env state, observations, episode accumulators, rollout
 transitions) has num_envs as its leading axis; parameters and optimiser state live in TrainState,
 apart from per-env data. With `config.num_devices` > 1 the chunk runs under `jax.shard_map`: each
@@ -195,7 +201,13 @@ def make_trainer(config: TrainConfig, env, env_params) -> Trainer:
             return RunnerState(init_train_state(params_key), envs, rng)
         return init
 
-    init = make_init(env.batch_reset)
+    def over_agents(function: Callable, in_axes=0, out_axes=0) -> Callable:
+        """`function` mapped over the agents' leading axis; itself for one agent."""
+        if config.num_seeds == 1:
+            return function
+        return jax.vmap(function, in_axes=in_axes, out_axes=out_axes)
+
+    init = over_agents(make_init(env.batch_reset))
 
     def init_shapes(key: jax.Array) -> RunnerState:
         """`jax.eval_shape(init, key)`. An env with `reset_shapes(params)` (the shapes of one
@@ -208,7 +220,7 @@ def make_trainer(config: TrainConfig, env, env_params) -> Trainer:
         def blank_reset(keys, params):
             return jax.tree.map(lambda leaf: jnp.zeros(keys.shape[:1] + leaf.shape, leaf.dtype),
                                 reset_shapes(params))
-        return jax.eval_shape(make_init(blank_reset), key)
+        return jax.eval_shape(over_agents(make_init(blank_reset)), key)
 
     # ---------------------------------------------------------------- rollout
     def env_step(carry, step):
@@ -294,9 +306,12 @@ def make_trainer(config: TrainConfig, env, env_params) -> Trainer:
         return {name: (jax.lax.pmax if name in env_metrics.max_keys else jax.lax.psum)(
             value, ENV_AXIS) for name, value in sums.items()}
 
-    replicated, per_env = PartitionSpec(), PartitionSpec(ENV_AXIS)
+    replicated = PartitionSpec()
+    # Several agents run on one device (`validate`), where their leading axis stays whole.
+    per_env = PartitionSpec(ENV_AXIS) if config.num_seeds == 1 else replicated
     runner_specs = RunnerState(train=replicated, envs=per_env, rng=replicated)
-    chunk = run_chunk
+    # Updates lead the metrics, as with one agent: a chunk's first `num_active` are read.
+    chunk = over_agents(run_chunk, in_axes=(0, None, None), out_axes=(0, 1))
     if num_devices > 1:
         # check_vma off: the game's loop carries start device-invariant and become per-device,
         # which the replication check rejects. Every collective above is written out instead.
@@ -314,7 +329,7 @@ def make_trainer(config: TrainConfig, env, env_params) -> Trainer:
         if num_devices > 1:
             raise ValueError(f"Trainer.update runs on one device; with num_devices={num_devices} "
                              "the devices share the envs inside run_chunk")
-        return train_update(runner, schedule)
+        return over_agents(train_update, in_axes=(0, None))(runner, schedule)
 
     return Trainer(network, optimizer, init, init_shapes, chunk, runner_sharding, update)
 

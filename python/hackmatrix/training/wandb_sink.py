@@ -1,15 +1,16 @@
-"""Weights & Biases logging that never needs the network and never stops training.
+"""Weights & Biases logging that never waits long on the network and never stops training.
 
 wandb is imported lazily. Mode: --wandb-mode if given, else WANDB_MODE from the environment, else
 online when credentials exist (WANDB_API_KEY or the server's entry in ~/.netrc) and the server
-(WANDB_BASE_URL's, else api.wandb.ai), or the HTTPS proxy that wandb would use to reach it,
-answers within two seconds, else offline (sync later with `wandb sync`). Online asked for by
-name goes offline too, with a warning, without credentials or a server that answers: wandb would
-otherwise block for a minute and then give up. "online" is passed to wandb only when the user
-asked for it: an implicit online run lets wandb read WANDB_MODE itself.
-An online run whose wandb.init fails (or times out after 60 s) starts again offline, with one
-warning. Any other wandb failure prints one warning and disables the sink (a failed checkpoint
-upload only warns: logging goes on); training continues.
+(WANDB_BASE_URL's, else api.wandb.ai) answers an HTTPS request, through the proxy wandb would use,
+within two seconds in all; else offline (sync later with `wandb sync`). A proxy or server that
+accepts connections and never replies counts as not answering. Whenever credentials exist but the
+run goes offline, one warning says why; online asked for by name without credentials says so too.
+"online" is passed to wandb only when the user asked for it: an implicit online run lets wandb
+read WANDB_MODE itself.
+An online run whose wandb.init fails (or times out, after INIT_TIMEOUT_SECONDS) starts again
+offline, with one warning. Any other wandb failure prints one warning and disables the sink (a
+failed checkpoint upload only warns: logging goes on); training continues.
 """
 
 from __future__ import annotations
@@ -17,8 +18,9 @@ from __future__ import annotations
 import netrc
 import os
 import secrets
-import socket
 import string
+import threading
+import urllib.error
 import urllib.parse
 import urllib.request
 from pathlib import Path
@@ -26,6 +28,8 @@ from pathlib import Path
 MODES = ("online", "offline", "disabled")
 WANDB_HOST = "api.wandb.ai"
 PROBE_TIMEOUT_SECONDS = 2.0
+# Only reached when the server answered the probe: wandb's own default waits much longer.
+INIT_TIMEOUT_SECONDS = 15
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 
 
@@ -50,6 +54,15 @@ def server_address() -> tuple[str, int]:
     return (url and _address(url, "https")) or (WANDB_HOST, 443)
 
 
+def server_url() -> str:
+    """The URL the probe requests: WANDB_BASE_URL (https:// when it names no scheme) when it
+    names a host, else api.wandb.ai's."""
+    url = os.environ.get("WANDB_BASE_URL", "").strip()
+    if url and _address(url, "https"):
+        return url if "://" in url else f"https://{url}"
+    return f"https://{WANDB_HOST}"
+
+
 def has_credentials() -> bool:
     if os.environ.get("WANDB_API_KEY"):
         return True
@@ -70,14 +83,24 @@ def _first_hop() -> tuple[str, int]:
     return server
 
 
-def server_reachable(timeout: float = PROBE_TIMEOUT_SECONDS) -> bool:
-    """Whether the wandb server, or the proxy wandb would go through, accepts a connection; with
-    no network, wandb.init would block."""
-    try:
-        socket.create_connection(_first_hop(), timeout=timeout).close()
-        return True
-    except OSError:
-        return False
+def server_answers(timeout: float = PROBE_TIMEOUT_SECONDS) -> bool:
+    """Whether the wandb server answers an HTTP request (any status) within `timeout` seconds in
+    all, through the HTTPS proxy the environment names, as wandb's own requests go. Without an
+    answer wandb.init would block for its whole timeout. The request runs in a daemon thread so
+    that a peer that accepts and then trickles or stays silent cannot hold the caller longer."""
+    answered = threading.Event()
+
+    def request():
+        try:
+            urllib.request.urlopen(server_url(), timeout=timeout).close()
+        except urllib.error.HTTPError:  # an answer, if not a 200
+            pass
+        except Exception:  # no answer: refused, reset, timed out, TLS failed, unreadable URL
+            return
+        answered.set()
+
+    threading.Thread(target=request, name="wandb-probe", daemon=True).start()
+    return answered.wait(timeout)
 
 
 def resolve_mode(enabled: bool, explicit_mode: str | None, warn=print) -> str:
@@ -89,15 +112,18 @@ def resolve_mode(enabled: bool, explicit_mode: str | None, warn=print) -> str:
     requested = explicit_mode or {"dryrun": "offline"}.get(env_mode, env_mode)
     if requested in ("offline", "disabled"):
         return requested
-    if not has_credentials():
+    credentials = has_credentials()
+    if not credentials:
         reason = "no credentials (WANDB_API_KEY, or `wandb login`)"
-    elif not server_reachable():
+    elif not server_answers():
         reason = f"{_first_hop()[0]} did not answer within {PROBE_TIMEOUT_SECONDS:g} s"
     else:
         return "online"
     if requested == "online":  # asked for by name: say why it is not
         asked_by = "--wandb-mode online" if explicit_mode else "WANDB_MODE=online"
         warn(f"[wandb] {asked_by} but {reason}: logging offline instead")
+    elif credentials:  # credentials mean online was expected
+        warn(f"[wandb] {reason}: logging offline instead")
     return "offline"
 
 
@@ -140,8 +166,8 @@ class WandbSink:
 
     def _start(self, directory: Path, online_requested: bool, **init_args):
         """wandb's run in `self.mode`; online, when wandb cannot start it (a server that answered
-        the probe but is not wandb's, or never replies: init times out after 60 s), offline
-        instead, so that the metrics are kept for `wandb sync`. None when wandb fails."""
+        the probe but is not wandb's, or stops replying: init times out), offline instead, so
+        that the metrics are kept for `wandb sync`. None when wandb fails."""
         try:
             import wandb
             self._wandb = wandb
@@ -149,7 +175,7 @@ class WandbSink:
             directory = Path(os.path.abspath(directory))
             directory.mkdir(parents=True, exist_ok=True)
             init_args.update(dir=str(directory),
-                             settings=wandb.Settings(init_timeout=60, silent=True))
+                             settings=wandb.Settings(init_timeout=INIT_TIMEOUT_SECONDS, silent=True))
             try:
                 return wandb.init(**init_args, mode=None if self.mode == "online"
                                   and not online_requested else self.mode)

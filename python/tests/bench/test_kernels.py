@@ -112,6 +112,7 @@ def test_every_benchmark_list_takes_spaces_commas_or_both():
     ("profile", ["--updates", "0"]),
     ("profile", ["--num-envs", "1", "--num-steps", "1"]),  # a batch of 1 in 4 minibatches
     ("ab", ["--rounds", "0", "variant.py"]),
+    ("scale", ["--devices", "3", "--num-envs", "256"]),
 ])
 def test_bad_benchmark_arguments_exit_3_before_compiling(command, argv, capsys):
     module = importlib.import_module(f"hackmatrix.bench.{command}")
@@ -129,15 +130,16 @@ def test_benchmark_without_a_subcommand_first_names_the_subcommands(argv, capsys
         benchmark_main(argv)
     assert exit_info.value.code == 3
     assert capsys.readouterr().err == (
-        "benchmark.py: error: name a subcommand first: env, train, kernels, profile, ab or learn "
-        "(then its options; see benchmark.py COMMAND --help)\n")
+        "benchmark.py: error: name a subcommand first: env, train, scale, kernels, profile, ab or "
+        "learn (then its options; see benchmark.py COMMAND --help)\n")
 
 
 class _ParserBuilt(Exception):
     """Raised instead of parsing: the options are all added by then."""
 
 
-@pytest.mark.parametrize("command", ["env", "train", "kernels", "profile", "ab", "learn"])
+@pytest.mark.parametrize("command", ["env", "train", "scale", "kernels", "profile", "ab",
+                                     "learn"])
 def test_every_benchmark_option_has_help_with_its_default(command, monkeypatch):
     options = []
     add_argument = ArgumentParser.add_argument

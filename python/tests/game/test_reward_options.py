@@ -1,7 +1,8 @@
-"""The training reward options (game/reward_options.py, `EnvParams.reward_weights` and
-`distance_potential`): parsing, the params they build, that the defaults are the rules' reward bit
-for bit (§14.1: the 15 components added one by one in table order), that weights scale each
-component exactly, and that the potential shaping pays nothing for walking away and back.
+"""The training reward options (game/reward_options.py, `EnvParams.reward_weights`,
+`distance_potential` and `program_potential`): parsing, the params they build, that the defaults
+are the rules' reward bit for bit (§14.1: the 15 components added one by one in table order), that
+weights scale each component exactly, that the potential shaping pays nothing for walking away and
+back, and that the program potential pays for programs acquired and takes back what UNDO removes.
 
 Everything steps through one jitted `HackMatrixEnv.batch_step` of 8 envs whose params are traced,
 so every reward option shares its compilation.
@@ -284,3 +285,52 @@ def test_death_and_an_invalid_action_pay_no_distance_potential():
     _, _, reward, done, info = BATCH_STEP(keys, invalid,
                                           jnp.full((NUM_ENVS,), crash, jnp.int32), potential)
     assert bool(info["invalid_action"][0]) and bool(done[0]) and float(reward[0]) == 0.0
+
+
+# ----------------------------------------------------------------------------- program potential
+
+SIPHON = 4
+UNDO = C.FIRST_PROGRAM_ACTION + C.UNDO
+# A step up to (3, 3), then a siphon there that reaches two program blocks. The first UNDO
+# restores the snapshot taken after the siphon's enemy turn (the programs stay owned); the second
+# goes back across the siphon and takes both programs back (§7.15).
+TWO_PROGRAM_BLOCKS = {
+    "player": {"row": 2, "col": 3, "credits": 5, "dataSiphons": 1},
+    "ownedPrograms": ["UNDO"],
+    "blocks": [{"row": 4, "col": 3, "type": "program", "program": "WAIT"},
+               {"row": 3, "col": 4, "type": "program", "program": "PUSH"}],
+}
+
+
+def test_the_program_potential_pays_each_program_acquired_and_takes_it_back_on_undo():
+    actions = [UP, SIPHON, UNDO, UNDO]
+    rules, infos = walk(TWO_PROGRAM_BLOCKS, actions, EnvParams())
+    shaped, _ = walk(TWO_PROGRAM_BLOCKS, actions, reward_options.env_params(program_potential=0.75))
+    assert [rules_reward(info["reward_components"]) for info in infos] == rules
+    # 0.75 per program owned, on the change: 0, +2 programs, 0, -2.
+    gained = np.float32(1.5)
+    assert shaped == [rules[0], np.float32(rules[1] + gained), rules[2],
+                      np.float32(rules[3] - gained)]
+
+
+def test_the_program_potential_must_be_finite_and_belongs_to_hackmatrix():
+    from hackmatrix.training.config import ConfigError, TrainConfig, validate
+    assert EnvParams().program_potential == 0.0
+    for bad in (float("inf"), float("nan"), -1e39):
+        with pytest.raises(reward_options.RewardOptionError,
+                           match="--program-potential must be a finite float32"):
+            reward_options.env_params(program_potential=bad)
+    with pytest.raises(ConfigError, match="--program-potential must be a finite float32"):
+        validate(TrainConfig(program_potential=float("nan")))
+    validate(TrainConfig(program_potential=-3.4e38))
+    with pytest.raises(ConfigError, match="--env CartPole-v1 trains on its own"):
+        validate(TrainConfig(env="CartPole-v1", torso="mlp", distance_shaping="rules",
+                             program_potential=1.0))
+
+
+def test_the_config_line_names_a_program_potential():
+    from hackmatrix.training.cli import _reward_text
+    from hackmatrix.training.config import TrainConfig
+    assert _reward_text(TrainConfig(distance_shaping="rules")) == "rules"
+    assert _reward_text(TrainConfig(distance_shaping="rules", program_potential=0.5)).startswith(
+        "distance_shaping=rules program_potential=0.5 (not the rules' reward")

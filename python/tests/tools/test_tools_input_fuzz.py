@@ -720,6 +720,9 @@ SECONDS = [Value("0", True), Value("0.3", True), Value("600", True), Value("1e-3
 SEEDS = [Value("0", True), Value("4294967295", True), Value("7", True),
          Value("4294967296", False), Value("-1", False), Value("1.0", False), Value("", False),
          Value("1e3", False), Value("9" * 5000, False)]
+# Whether the file holds the agent is known once it is loaded (test_tools_agents.py).
+AGENTS = [Value("0", True), Value("1", True), Value(" 2 ", True), Value("1" + "0" * 30, True),
+          Value("-1", False), Value("1.5", False), Value("", False), Value("one", False)]
 # Output paths, relative to the workspace: whether the up-front check lets them through.
 OUTPUTS = {"new.out": True, "noext": True, "existing.png": True, "ünï €.out": True,
            "absent/x.out": False, "somedir": False, "": False, "/dev/null": False,
@@ -779,11 +782,12 @@ WATCH_FLAGS = [Flag("--latest", None), Flag("--checkpoint-dir", CHECKPOINT_DIRS)
                Flag("--episodes", BOUNDED_COUNT), Flag("--deterministic", None),
                Flag("--delay", SECONDS), Flag("--step", None), Flag("--seed", SEEDS),
                Flag("--scenario", SCENARIO_FILES), Flag("--max-steps", BOUNDED_COUNT),
-               Flag("--no-color", None), Flag("--top", AT_LEAST_ONE), Flag("--gif", OUTPUTS)]
+               Flag("--no-color", None), Flag("--top", AT_LEAST_ONE), Flag("--gif", OUTPUTS),
+               Flag("--agent", AGENTS)]
 EVALUATE_FLAGS = [Flag("--latest", None), Flag("--checkpoint-dir", CHECKPOINT_DIRS),
                   Flag("--baselines", BASELINES), Flag("--episodes", BOUNDED_COUNT),
                   Flag("--seed", SEEDS), Flag("--max-steps", BOUNDED_COUNT),
-                  Flag("--deterministic", None), Flag("--json", OUTPUTS)]
+                  Flag("--deterministic", None), Flag("--json", OUTPUTS), Flag("--agent", AGENTS)]
 WATCH_CHECKPOINTS = ["models/agent.npz", "checkpoints/run", "checkpoints/run/params_2.npz"]
 EVALUATE_CHECKPOINTS = [*WATCH_CHECKPOINTS, "absent.npz", "random", "exit-runner"]
 NEWEST = "checkpoints/run/params_2.npz"  # what --latest and "checkpoints/run" resolve to

@@ -204,11 +204,16 @@ def test_an_unknown_algorithm_is_refused():
         C.validate(TrainConfig(algo="sac"))
 
 
+REWARD_OPTIONS_REFUSED = ("--reward-weights, --distance-shaping and --program-potential shape "
+                          "HackMatrix's reward: --env CartPole-v1 trains on its own")
+
+
 @pytest.mark.parametrize("values, reason", [
-    ({"reward_weights": "kills=2"}, "--reward-weights and --distance-shaping shape HackMatrix's "
-                                    "reward: --env CartPole-v1 trains on its own"),
-    ({"distance_shaping": "potential"}, "--reward-weights and --distance-shaping shape "
-                                        "HackMatrix's reward: --env CartPole-v1 trains on its own"),
+    ({"reward_weights": "kills=2"}, REWARD_OPTIONS_REFUSED),
+    ({"distance_shaping": "potential"}, REWARD_OPTIONS_REFUSED),
+    ({"program_potential": 1.0}, REWARD_OPTIONS_REFUSED),
+    ({"start_programs": 2}, "--start-programs starts HackMatrix games with programs: --env "
+                            "CartPole-v1 has none"),
     ({"torso": "ego"}, "--torso ego reads HackMatrix's board: --env CartPole-v1 takes --torso mlp"),
     ({"torso": "conv"},
      "--torso conv reads HackMatrix's board: --env CartPole-v1 takes --torso mlp"),

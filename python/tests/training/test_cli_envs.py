@@ -93,11 +93,11 @@ def test_an_a2c_run_takes_sb3s_defaults_and_records_its_algo(tmp_path, capsys):
     (["--env", "Pendulum-v1"], "error: bad arguments: --env Pendulum-v1 has a continuous action "
                                "space"),
     (["--env", "CartPole-v1", "--reward-weights", "kills=2"],
-     "error: bad arguments: --reward-weights and --distance-shaping shape HackMatrix's reward: "
-     "--env CartPole-v1 trains on its own"),
+     "error: bad arguments: --reward-weights, --distance-shaping and --program-potential shape "
+     "HackMatrix's reward: --env CartPole-v1 trains on its own"),
     (["--env", "CartPole-v1", "--distance-shaping", "potential"],
-     "error: bad arguments: --reward-weights and --distance-shaping shape HackMatrix's reward: "
-     "--env CartPole-v1 trains on its own"),
+     "error: bad arguments: --reward-weights, --distance-shaping and --program-potential shape "
+     "HackMatrix's reward: --env CartPole-v1 trains on its own"),
     (["--env", "CartPole-v1", "--eval-interval", "5"],
      "error: bad arguments: --eval-interval plays HackMatrix boards against its baselines; for "
      "--env CartPole-v1 use evaluate.py on the run"),

@@ -78,3 +78,17 @@ def test_a_count_fits_when_its_auto_scaled_minibatches_split_its_share():
     fitted, changes = devices.fit_device_count(config, range(3, 0, -1), frozenset())
     assert (fitted.num_devices, fitted.num_minibatches) == (3, 5)
     assert changes == {"num_minibatches": (4, 5)}
+
+
+def test_a_rollout_whose_observations_outgrow_a_device_is_refused():
+    config = TrainConfig(num_envs=1024, num_steps=128, num_devices=2)
+    share = 1024 * 128 // 2 * 1545 * 4  # one device's float32 observations
+    assert devices.rollout_memory_error(config, 1545, share) is None
+    assert devices.rollout_memory_error(config, 1545, None) is None  # unknown: not refused
+    assert devices.rollout_memory_error(config, 1545, share - 1) == (
+        "--num-envs 1024 x --num-steps 128 store 0.4 GiB of observations per device, over the "
+        "device's 0.4 GiB: lower --num-envs or --num-steps")
+    agents = TrainConfig(num_envs=1024, num_steps=128, num_seeds=3)
+    assert devices.rollout_memory_error(agents, 1545, 2 ** 30).startswith(
+        "--num-envs 1024 x --num-steps 128 x --num-seeds 3 store 2.3 GiB")
+    assert devices.device_memory_bytes() > 2 ** 30

@@ -83,8 +83,9 @@ CPU_DEFAULTS = {
     "clip_eps": 0.2, "ent_coef": 0.01, "ent_coef_end": 0.01, "vf_coef": 0.5,
     "clip_value_loss": True, "max_grad_norm": 0.5, "torso": "ego", "shared_torso": False,
     "activation": "tanh", "hidden_dim": 256, "num_layers": 2, "conv_channels": 16,
-    "reward_weights": "", "distance_shaping": "potential", "seed": 0, "log_interval": 1,
-    "num_devices": 1, "dtype": "float32"}
+    "reward_weights": "", "distance_shaping": "potential", "program_potential": 0.0,
+    "start_programs": 0, "start_programs_prob": 0.5, "seed": 0,
+    "log_interval": 1, "num_devices": 1, "dtype": "float32", "num_seeds": 1}
 # The fields of a checkpoint written before the network, schedule and reward options, and what
 # --help says such a run trained with ("legacy" values: a shared tanh MLP, the rules' reward,
 # a learning rate annealed linearly or held constant by its anneal_lr, a constant entropy
@@ -102,6 +103,7 @@ def legacy_filled(stored: dict) -> dict:
     filled = {**CPU_DEFAULTS, "num_devices": 1, "ent_coef_end": stored["ent_coef"],
               "clip_value_loss": True, "torso": "mlp", "shared_torso": True,
               "activation": "tanh", "reward_weights": "", "distance_shaping": "rules",
+              "program_potential": 0.0, "start_programs": 0, "start_programs_prob": 0.5,
               "lr_schedule": "linear" if stored["anneal_lr"] else "constant"}
     return {**filled, **{k: v for k, v in stored.items() if k != "anneal_lr"}}
 
@@ -118,10 +120,13 @@ SESSION_DESTS = {"help", "checkpoint_dir", "run_name", "resume", "keep_optimizer
 ALIAS_DESTS = {"anneal_lr"}
 # The validation paragraph of specs/training.md.
 COUNTS = ("total_timesteps", "num_envs", "num_steps", "num_minibatches", "update_epochs",
-          "hidden_dim", "num_layers", "log_interval", "num_devices", "conv_channels")
-UNIT_INTERVAL = ("gamma", "gae_lambda")
+          "hidden_dim", "num_layers", "log_interval", "num_devices", "conv_channels", "num_seeds")
+UNIT_INTERVAL = ("gamma", "gae_lambda", "start_programs_prob")
+# --help: how many of the game's 23 programs a curriculum game starts with.
+PROGRAM_COUNTS = ("start_programs",)
 FINITE_NON_NEGATIVE = ("lr", "ent_coef", "ent_coef_end", "vf_coef")
 FINITE_POSITIVE = ("clip_eps", "max_grad_norm")
+FINITE = ("program_potential",)
 # Fields whose every value the parser checks (choices, switches) or that have rules of their own.
 CHOSEN = ("env", "algo", "dtype", "lr_schedule", "clip_value_loss", "torso", "shared_torso", "activation",
           "distance_shaping")
@@ -153,6 +158,8 @@ INT32_MAX = 2**31 - 1
 # --help: what would exhaust memory or time.
 UPPER_BOUNDS = {"total_timesteps": 10**12, "num_layers": 64}
 MAX_HIDDEN_WEIGHTS = 2**28
+OBSERVATION_BYTES = 1545 * 4  # one HackMatrix observation, float32
+HOST_MEMORY_BYTES = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
 # argparse reads a token that starts with '-' as a value only if it looks like a negative number.
 NEGATIVE_NUMBER = re.compile(r"^-\d+$|^-\d*\.\d+$")
 UNWRITABLE = "/proc/hackmatrix-flags-fuzz"
@@ -650,11 +657,24 @@ def config_problems(config: dict, available: int) -> list[tuple[int, str]]:
             problems.append((3, "--total-timesteps"))
         if devices > available:
             problems.append((3, "--num-devices"))
+        # specs/training.md: one device's share of the rollout's float32 observations must fit
+        # in its memory (on CPU, the host's).
+        if config["num_seeds"] * batch // devices * OBSERVATION_BYTES > HOST_MEMORY_BYTES:
+            problems.append((3, "observations per device"))
+        # specs/training.md "Several agents": on one device, and their batches within int32.
+        if config["num_seeds"] > 1 and devices > 1:
+            problems.append((3, "--num-seeds"))
+        if config["num_seeds"] * batch > INT32_MAX:
+            problems.append((3, "--num-seeds"))
+        if config["seed"] + config["num_seeds"] - 1 > MAX_SEED:  # agent i trains seed + i
+            problems.append((3, "--seed"))
     problems += [(3, flag_name(name)) for name in UNIT_INTERVAL if not 0 <= config[name] <= 1]
     problems += [(3, flag_name(name)) for name in FINITE_NON_NEGATIVE
                  if not 0 <= config[name] <= FLOAT32_MAX]
     problems += [(3, flag_name(name)) for name in FINITE_POSITIVE
                  if not 0 < config[name] <= FLOAT32_MAX]
+    problems += [(3, flag_name(name)) for name in FINITE if not abs(config[name]) <= FLOAT32_MAX]
+    problems += [(3, flag_name(name)) for name in PROGRAM_COUNTS if not 0 <= config[name] <= 23]
     if not 0 <= config["seed"] <= MAX_SEED:
         problems.append((3, "--seed"))
     problems += [(3, named) for name, (values, named) in LISTED_VALUES.items()
@@ -776,10 +796,14 @@ def expect_parsed(given: dict, ws: Path, available: int) -> Expected:
         if any(explicit.get(name, saved.config[name]) != saved.config[name]
                for name in ARCHITECTURE):
             problems.append((6, "architecture"))
+        if explicit.get("num_seeds", saved.config["num_seeds"]) != saved.config["num_seeds"]:
+            problems.append((6, "--num-seeds"))  # a run keeps its agents
         config = resumed_config(saved, explicit, available)
     else:
         config = auto_scaled({**CPU_DEFAULTS, **explicit}, set(explicit))
     problems += config_problems(config, available)
+    if config["num_seeds"] > 1 and options["eval_interval"]:  # it evaluates one agent
+        problems.append((3, "--eval-interval"))
     if saved is None and not problems:
         run_dir = ws / checkpoint_dir / (run_name or "ppo_20260101-000000")
         problems += fresh_run_dir_problems(run_dir, named=run_name is not None)
@@ -949,7 +973,8 @@ def test_every_flag_is_kebab_case_documented_and_known_to_the_oracle(capsys):
     help_text = capsys.readouterr().out
     config_fields = {field.name for field in dataclasses.fields(TrainConfig)}
     assert set(CPU_DEFAULTS) == config_fields
-    assert set(COUNTS + UNIT_INTERVAL + FINITE_NON_NEGATIVE + FINITE_POSITIVE + CHOSEN) | {
+    assert set(COUNTS + UNIT_INTERVAL + FINITE_NON_NEGATIVE + FINITE_POSITIVE + FINITE
+               + PROGRAM_COUNTS + CHOSEN) | {
         "seed", "reward_weights"} == config_fields
     assert set(ARCHITECTURE) <= config_fields and set(OLD_FIELDS) - config_fields == ALIAS_DESTS
     for flag in parser_flags():
