@@ -108,3 +108,105 @@ def test_the_probe_requests_wandb_base_url(monkeypatch, url, expected):
     else:
         monkeypatch.setenv("WANDB_BASE_URL", url)
     assert wandb_sink.server_url() == expected
+
+
+def test_a_failed_init_is_one_warning_line_and_training_goes_on(monkeypatch, tmp_path):
+    import wandb
+
+    def init(**kwargs):
+        raise ConnectionError("no such host\n  request: POST https://api.wandb.ai/graphql\n")
+    monkeypatch.setattr(wandb, "init", init)
+    warnings = []
+    sink = wandb_sink.WandbSink(mode="offline", project="p", entity=None, run_name="r",
+                                run_id="id", config={}, directory=tmp_path, resuming=False,
+                                upload_artifacts=False, warn=warnings.append)
+    assert sink.run is None
+    assert warnings == ["[wandb] wandb init (offline) failed, continuing without wandb: "
+                        "ConnectionError: no such host request: POST "
+                        "https://api.wandb.ai/graphql"]
+    sink.log({"update": 1})  # a no-op, not an error
+
+
+class _StartedRun:
+    dir = "/runs/r/wandb/offline-run-1-id/files"
+
+    def define_metric(self, *args, **kwargs):
+        pass
+
+
+@pytest.mark.parametrize("requested_by_name", [False, True])
+def test_an_online_init_that_fails_starts_again_offline(monkeypatch, tmp_path, requested_by_name):
+    # A server that answered the probe but is not wandb's, or stops replying: wandb times out
+    # after its init timeout; the run's metrics must still be kept.
+    import wandb
+
+    modes, teardowns = [], []
+
+    def init(**kwargs):
+        modes.append(kwargs["mode"])
+        if kwargs["mode"] != "offline":
+            raise wandb.errors.CommError("Timed out while retrying:\n  Post \"http://x/graphql\"")
+        return _StartedRun()
+    monkeypatch.setattr(wandb, "init", init)
+    monkeypatch.setattr(wandb, "teardown", lambda: teardowns.append(True))
+    warnings = []
+    sink = wandb_sink.WandbSink(mode="online", project="p", entity=None, run_name="r",
+                                run_id="id", config={}, directory=tmp_path, resuming=False,
+                                upload_artifacts=False, online_requested=requested_by_name,
+                                warn=warnings.append)
+    assert modes == ["online" if requested_by_name else None, "offline"] and teardowns == [True]
+    assert sink.active and sink.mode == "offline"
+    assert warnings[0] == ("[wandb] wandb init (online) failed, logging offline instead: "
+                           "CommError: Timed out while retrying: Post \"http://x/graphql\"")
+    assert warnings[1].startswith("[wandb] offline: logging to ") and len(warnings) == 2
+
+
+class _RecordingRun:
+    """What a wandb run is told: logged records and the final summary."""
+
+    def __init__(self):
+        self.logged, self.summary, self.exit_code = [], {}, None
+
+    def log(self, record):
+        self.logged.append(record)
+
+    def finish(self, exit_code=0):
+        self.exit_code = exit_code
+
+
+def test_undefined_values_are_left_out_of_history_and_summary(tmp_path):
+    # A log window in which no episode ended has no mean return (NaN): wandb must keep the last
+    # defined value rather than a null.
+    sink = wandb_sink.WandbSink(mode="disabled", project="p", entity=None, run_name="r",
+                                run_id="id", config={}, directory=tmp_path, resuming=False,
+                                upload_artifacts=False)
+    sink.run = run = _RecordingRun()
+    record = {"update": 3, "train/mean_episode_return": float("nan"), "train/entropy": 0.5,
+              "stats/win_rate": None}
+    sink.log(record)
+    sink.finish(summary=record, exit_code=7)
+    assert run.logged == [{"update": 3, "train/entropy": 0.5}]
+    assert run.summary == {"update": 3, "train/entropy": 0.5} and run.exit_code == 7
+
+
+@pytest.mark.parametrize("mode", ["online", "offline"])
+def test_offline_runs_log_a_checkpoint_artifact_only_at_the_end_of_a_session(tmp_path, mode):
+    # Offline, wandb copies each logged artifact into its staging folder until `wandb sync`: a
+    # long run saving every few minutes once filled gigabytes there.
+    import wandb
+
+    sink = wandb_sink.WandbSink(mode="disabled", project="p", entity=None, run_name="r",
+                                run_id="id", config={}, directory=tmp_path, resuming=False,
+                                upload_artifacts=True)
+    sink.mode, sink._wandb = mode, wandb
+    sink.run = run = _RecordingRun()
+    run.id, run.artifacts = "id", []
+    run.log_artifact = lambda artifact, aliases: run.artifacts.append(aliases[-1])
+    checkpoint = tmp_path / "checkpoint_2.pkl"
+    checkpoint.write_bytes(b"state")
+    sink.log_checkpoint([checkpoint], 2)
+    sink.log_checkpoint([checkpoint], 4)
+    sink.log_checkpoint([checkpoint], 4, session_end=True)
+    sink.log_checkpoint([checkpoint], 6, session_end=True)
+    assert run.artifacts == (["update-2", "update-4", "update-6"] if mode == "online"
+                             else ["update-4", "update-6"])
