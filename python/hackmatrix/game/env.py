@@ -44,8 +44,9 @@ DISTANCE_REWARD_PER_CELL = 0.05  # §14.1 #6
 
 @struct.dataclass
 class EnvParams:
-    """Traced env settings. The defaults give the rules' reward (§14); the reward options are
-    for training (`reward_config.py` builds them from names) and never change the game.
+    """Traced env settings. The defaults give the rules' game and reward (§14); the reward
+    options are for training (`reward_options.py` builds them from names) and never change the
+    game; the curriculum (`curriculum.py`) only changes what a new game starts with.
 
     reward_weights: one factor per component of `C.REWARD_COMPONENTS`, in that order; the
         reward is the weighted components added in table order (all 1.0: the rules' reward).
