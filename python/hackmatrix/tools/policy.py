@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import functools
 import pathlib
-import re
 from typing import NamedTuple
 
 import jax
@@ -23,7 +22,7 @@ from hackmatrix.messages import error_line
 from hackmatrix.tools import cli, policy_env
 from hackmatrix.tools.evaluation import Policy
 from hackmatrix.training import checkpoint as ckpt
-from hackmatrix.training import distribution
+from hackmatrix.training import distribution, policy_loading
 from hackmatrix.training import network as net
 from hackmatrix.training.config import LEGACY_ARCHITECTURE
 
@@ -64,12 +63,12 @@ class LoadedPolicy(NamedTuple):
 
 
 def latest_checkpoint(checkpoint_dir: str | pathlib.Path) -> pathlib.Path:
-    """The most recently written policy file (checkpoint_*.pkl, params_*.npz, final_params.npz)
-    directly in `checkpoint_dir` or in one of its run folders. Ties in modification time go to
-    the larger update number, then to the full .pkl checkpoint. (The trainer's `--resume`
-    without a path needs a full checkpoint: `checkpoint.find_resume_checkpoint` picks among
-    the .pkl files only, so after a run that ended with final_params.npz the two agree on the
-    run but not on the file.)"""
+    """`--latest`: the newest policy file (checkpoint_*.pkl, params_*.npz, final_params.npz)
+    directly in `checkpoint_dir` or in one of its run folders, by `checkpoint.newest_file`: each
+    folder's newest as for a run directory named to the tools, then the one of those modified
+    last (ties to the folder's name). The trainer's `--resume` without a path applies the same
+    rule to the run folders' full checkpoints only, so after a run that ended with
+    final_params.npz the two agree on the run but not on the file."""
     if not str(checkpoint_dir):  # most often an unset shell variable
         raise PolicyLoadError("--checkpoint-dir is empty: name a directory ('.' for the "
                               "current one)")
@@ -77,29 +76,22 @@ def latest_checkpoint(checkpoint_dir: str | pathlib.Path) -> pathlib.Path:
     if not root.is_dir():
         raise PolicyLoadError(f"--checkpoint-dir {root} is not a directory" if root.exists()
                               else f"checkpoint directory not found: {root}")
-    candidates = [path for folder in [root, *sorted(p for p in root.iterdir() if p.is_dir())]
-                  for path in folder.iterdir() if path.is_file() and ckpt.is_policy_file(path.name)]
-    if not candidates:
+    newest = ckpt.newest_file([root, *root.iterdir()])
+    if newest is None:
         raise PolicyLoadError(f"no checkpoint_*.pkl, params_*.npz or final_params.npz under {root}")
-
-    def recency(path: pathlib.Path):
-        digits = re.findall(r"\d+", path.stem)
-        update = int(digits[-1]) if digits else float("inf")  # final_params comes last
-        return path.stat().st_mtime, update, path.suffix == ".pkl"
-
-    return max(candidates, key=recency)
+    return newest
 
 
 def resolve_policy_file(source: str | pathlib.Path) -> pathlib.Path:
     """The file that `load_policy(source)` loads: `source` itself, or the one file a run
-    directory resolves to (training.checkpoint decides which)."""
+    directory resolves to (`policy_loading.resolve_policy_file`)."""
     path = pathlib.Path(source)
     if not path.exists():
         raise PolicyLoadError(f"checkpoint not found: {path}")
     if path.is_dir():
         _reject_folder_of_runs(path)
     try:
-        return ckpt.resolve_policy_file(path)
+        return policy_loading.resolve_policy_file(path)
     except ckpt.CheckpointError as error:
         raise PolicyLoadError(str(error)) from None
 
@@ -145,9 +137,9 @@ def load_policy(source: str | pathlib.Path, path: pathlib.Path | None = None,
     source = pathlib.Path(source)
     path = resolve_policy_file(source) if path is None else path
     try:
-        params, network_config, num_agents = ckpt.read_policy(path, agent)
+        params, network_config, num_agents = policy_loading.read_policy(path, agent)
         env_id, env_known = policy_env.policy_env_id(path, env_id)
-    except ckpt.NoSuchAgent as error:
+    except policy_loading.NoSuchAgent as error:
         raise cli.ToolError(f"--agent: {error}", cli.EXIT_BAD_ARGUMENTS) from None
     except ckpt.CheckpointError as error:
         raise PolicyLoadError(f"{error}{_other_policy_note(source, path)}") from None

@@ -14,6 +14,7 @@ import pathlib
 
 from hackmatrix.tools import cli
 from hackmatrix.training import checkpoint as ckpt
+from hackmatrix.training import params_files
 
 HACKMATRIX = "hackmatrix"  # the trainer's default `--env` (envs/registry.py)
 # training.metrics.SUMMARY_FILE, spelled out: that module imports JAX, which plot_metrics.py
@@ -27,7 +28,7 @@ def recorded_env(path: pathlib.Path) -> str | None:
         config = ckpt.read_checkpoint(path)["config"]
         # A config from before `--env` has no such field: those runs trained on HackMatrix.
         return str(config.get("env", HACKMATRIX))
-    meta_env = ckpt.params_meta(path).get("env")
+    meta_env = params_files.params_meta(path).get("env")
     if isinstance(meta_env, str) and meta_env:
         return meta_env
     return summary_env(path.parent)

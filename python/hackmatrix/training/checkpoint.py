@@ -1,4 +1,5 @@
-"""Checkpoint files: saving and reading them, keep-last-K, resume discovery and policy loading.
+"""Checkpoint files: saving and reading them, keep-last-K, setting files aside, resume
+discovery and which of a run's files is the newest (`newest_file`).
 
 Layout of a run directory `{checkpoint_dir}/{run_name}/`:
   checkpoint_{update}.pkl  full training state (see specs/architecture.md), NumPy leaves only
@@ -10,7 +11,9 @@ say so: `meta/num_seeds` = K. A file without that entry holds one agent, unstack
   set_aside/{why}_{time}/  files a resume or a fresh start moved out of the way (never deleted)
 Every file is written to a temp file in the same directory, fsynced, then renamed
 (`atomic_files`), so a kill during a save leaves the previous files intact and never a
-half-written file under a real name.
+half-written file under a real name. What a checkpoint's pickle may hold is
+`training/checkpoint_pickle.py`; the params files' format, `training/params_files.py`; reading a
+policy out of any of these files, `training/policy_loading.py`.
 """
 
 from __future__ import annotations
@@ -20,15 +23,13 @@ import math
 import os
 import pickle
 import re
-import sys
-import zipfile
 from datetime import datetime
 from pathlib import Path
-from typing import Any, NamedTuple
 
 import numpy as np
 
 from hackmatrix.messages import error_line, shown
+from hackmatrix.training import checkpoint_pickle, params_files
 # The run directory's file writing and lock, under the names the trainer and tools use.
 from hackmatrix.training.atomic_files import (  # noqa: F401
     atomic_write, commit, fsync_directory, temp_files, write_temp)
@@ -36,10 +37,6 @@ from hackmatrix.training.run_lock import LOCK_NAME, RunLock  # noqa: F401
 
 FORMAT_VERSION = 1
 CHECKPOINT_PATTERN = re.compile(r"^checkpoint_(\d+)\.pkl$")
-PARAMS_PATTERN = re.compile(r"^params_(\d+)\.npz$")
-FINAL_PARAMS_NAME = "final_params.npz"
-# The best params by evaluation during training (`training/evaluation.py`).
-BEST_PARAMS_NAME = "best_params.npz"
 SET_ASIDE_DIR = "set_aside"
 REQUIRED_KEYS = ("format_version", "config", "network", "params", "opt_state", "rng", "env_state",
                  "env_obs", "episode_return", "episode_length", "update", "timesteps",
@@ -49,91 +46,10 @@ NETWORK_KEYS = ("hidden_dim", "num_layers", "obs_dim", "num_actions")
 
 class CheckpointError(Exception):
     """A checkpoint is missing, unreadable, corrupt or does not fit the requested run."""
-
-
-# ----------------------------------------------------------------------------- params <-> npz
-
-def flatten_params(params: dict, prefix: str = "") -> dict[str, np.ndarray]:
-    """{'params': {'torso_0': {'kernel': a}}} -> {'params/torso_0/kernel': a}."""
-    flat = {}
-    for name, value in params.items():
-        key = f"{prefix}/{name}" if prefix else str(name)
-        if isinstance(value, dict) or hasattr(value, "items"):
-            flat.update(flatten_params(dict(value), key))
-        else:
-            flat[key] = np.asarray(value)
-    return flat
-
-
-def unflatten_params(flat: dict[str, np.ndarray]) -> dict:
-    params: dict = {}
-    for key, value in flat.items():
-        node = params
-        *parents, leaf = key.split("/")
-        for part in parents:
-            node = node.setdefault(part, {})
-        node[leaf] = np.asarray(value)
-    return params
-
-
-NETWORK_ENTRY = "network/"  # a params file's architecture entries: "network/torso" -> "conv"
-META_ENTRY = "meta/"        # other facts about the params (e.g. the best params' update)
-
-
-def save_params(path: Path, params: dict, network: dict | None = None,
-                meta: dict | None = None) -> Path:
-    """Params as a plain .npz, with the architecture (`network`) and any `meta` as 0-d entries
-    beside them, so that a params file alone rebuilds its network."""
-    return atomic_write(path, _params_writer(params, network, meta))
-
-
-NUM_SEEDS_META = "num_seeds"  # `meta/num_seeds`: how many agents a params file holds
-
-
-class NoSuchAgent(Exception):
-    """A file holds no agent of the number asked for (the tools' `--agent`: a bad argument)."""
-
-
-def run_meta(config: dict) -> dict:
-    """The `meta` entries that tie a params file to its run: its env (tools make the env from
-    them; a config without `env` is HackMatrix's) and, for several agents, their number. Nothing
-    for a config that is not one (a corrupt state, which the checks refuse on their own terms)."""
-    if not isinstance(config, dict):
-        return {}
-    env = config.get("env", "hackmatrix")
-    num_seeds = config.get("num_seeds", 1)
-    return {**({"env": env} if isinstance(env, str) else {}),
-            **({NUM_SEEDS_META: num_seeds} if _count(num_seeds) and num_seeds > 1 else {})}
-
-
-def _params_writer(params: dict, network: dict | None, meta: dict | None = None):
-    flat = flatten_params(params)
-    for prefix, entries in ((NETWORK_ENTRY, network), (META_ENTRY, meta)):
-        for key, value in (entries or {}).items():
-            flat[prefix + key] = np.asarray(value)
-    return lambda f: np.savez(f, **flat)
-
-
-def infer_network_config(params: dict) -> dict:
-    """Recovers the architecture from parameter names and shapes (params files written before
-    they held their architecture)."""
-    from hackmatrix.training.network import infer_config
-    try:
-        return infer_config(params)
-    except (KeyError, IndexError, ValueError, TypeError, AttributeError):
-        raise CheckpointError("parameters do not look like an ActorCritic: they need "
-                              "torso_0... (or actor_torso_0...)/kernel and actor_logits/kernel "
-                              "matrices") from None
-
-
 # ----------------------------------------------------------------------------- checkpoints
 
 def checkpoint_path(run_dir: Path, update: int) -> Path:
     return Path(run_dir) / f"checkpoint_{update}.pkl"
-
-
-def params_path(run_dir: Path, update: int) -> Path:
-    return Path(run_dir) / f"params_{update}.npz"
 
 
 def save_checkpoint(run_dir: Path, state: dict) -> Path:
@@ -146,18 +62,19 @@ def save_checkpoint(run_dir: Path, state: dict) -> Path:
     if missing:
         raise ValueError(f"checkpoint state lacks {missing}")
     update = int(state["update"])
-    params_temp = write_temp(params_path(run_dir, update),
-                             _params_writer(state["params"], state["network"],
-                                            run_meta(state["config"])))
+    params_temp = write_temp(params_files.params_path(run_dir, update),
+                             params_files.params_writer(state["params"], state["network"],
+                                                        params_files.run_meta(state["config"])))
     try:
         checkpoint_temp = write_temp(
             checkpoint_path(run_dir, update),
-            lambda f: _CheckpointPickler(f, protocol=pickle.HIGHEST_PROTOCOL).dump(state))
+            lambda f: checkpoint_pickle.CheckpointPickler(
+                f, protocol=pickle.HIGHEST_PROTOCOL).dump(state))
         path = commit(checkpoint_temp, checkpoint_path(run_dir, update))
     except BaseException:
         params_temp.unlink(missing_ok=True)
         raise
-    commit(params_temp, params_path(run_dir, update))
+    commit(params_temp, params_files.params_path(run_dir, update))
     return path
 
 
@@ -165,10 +82,11 @@ def restore_params_file(run_dir: Path, state: dict) -> Path | None:
     """Writes params_{update}.npz from a checkpoint's state when the run directory lacks it (a
     checkpoint written before its params file, by a trainer killed in between); returns the
     path written, or None when the file was there."""
-    path = params_path(run_dir, int(state["update"]))
+    path = params_files.params_path(run_dir, int(state["update"]))
     if path.is_file():
         return None
-    return save_params(path, state["params"], state["network"], run_meta(state["config"]))
+    return params_files.save_params(path, state["params"], state["network"],
+                                    params_files.run_meta(state["config"]))
 
 
 def list_checkpoints(run_dir: Path) -> list[tuple[int, Path]]:
@@ -191,7 +109,7 @@ def prune_checkpoints(run_dir: Path, keep: int) -> list[Path]:
         for update, path in checkpoints[:-keep]:
             # The params file first: a kill between the two leaves a checkpoint, which the next
             # rotation removes, not a params file that no rotation would ever see.
-            params_path(run_dir, update).unlink(missing_ok=True)
+            params_files.params_path(run_dir, update).unlink(missing_ok=True)
             path.unlink(missing_ok=True)
         checkpoints = checkpoints[-keep:]
     return [path for _, path in checkpoints]
@@ -203,75 +121,6 @@ def load_checkpoint(path: Path) -> dict:
     state = read_checkpoint(path)
     _check_resume_fields(Path(path), state)
     return state
-
-
-class _Unreadable(NamedTuple):
-    reason: str
-
-
-# The only globals a checkpoint's pickle refers to: NumPy's arrays, scalars and dtypes (the
-# trainer stores every leaf as NumPy, in plain dicts, lists and tuples), and what older pickle
-# protocols name for sets and bytes (builtins, and `_codecs.encode` for bytes below protocol 3).
-# A pickle runs whatever its globals name while it loads, so any other name marks a crafted or
-# foreign file. `_CheckpointPickler` keeps the trainer's own checkpoints within these.
-_CHECKPOINT_GLOBALS = frozenset({
-    ("numpy", "dtype"), ("numpy", "ndarray"),
-    # NumPy 2's names, and NumPy 1's for the same functions (NumPy 2 reads those too).
-    *((f"{package}.{module}", name) for package in ("numpy._core", "numpy.core")
-      for module, name in (("numeric", "_frombuffer"), ("multiarray", "_reconstruct"),
-                           ("multiarray", "scalar"))),
-    ("_codecs", "encode"),
-    *((module, name) for module in ("builtins", "__builtin__")
-      for name in ("set", "frozenset", "bytes", "bytearray"))})
-
-
-class _ForeignGlobal(pickle.UnpicklingError):
-    pass
-
-
-class _CheckpointPickler(pickle.Pickler):
-    """Refuses, before the file is replaced, any object that the reader would refuse: NumPy
-    arrays, scalars and dtypes, and Python's plain values and containers, pickle without other
-    globals (pickle asks `reducer_override` about every object but None, booleans and exact
-    ints, floats, bytes, str, dict, set, frozenset, list and tuple)."""
-
-    def reducer_override(self, obj):
-        if type(obj) is np.ndarray or isinstance(obj, (np.generic, np.dtype, bytearray)):
-            return NotImplemented  # pickled as usual
-        # The functions and classes those values pickle through, each saved by its name.
-        if (getattr(obj, "__module__", None), getattr(obj, "__qualname__", None)) in \
-                _CHECKPOINT_GLOBALS:
-            return NotImplemented
-        raise TypeError(f"a checkpoint cannot hold a {type(obj).__module__}."
-                        f"{type(obj).__qualname__}: its reader loads only NumPy values and plain "
-                        "containers (store it as those)")
-
-
-class _CheckpointUnpickler(pickle.Unpickler):
-    def find_class(self, module, name):
-        if (module, name) not in _CHECKPOINT_GLOBALS:
-            raise _ForeignGlobal(f"{module}.{name}")
-        return super().find_class(module, name)
-
-
-def _unpickled(file) -> Any:
-    """The object pickled in `file`, or _Unreadable. Only the globals of `_CHECKPOINT_GLOBALS`
-    load: a pickle naming any other is refused before it runs anything.
-    pickle raises many types on truncated or foreign files; the error is dropped here, with the
-    hook that prints what the interpreter reports meanwhile: freeing a bytearray that a corrupt
-    BYTEARRAY8 opcode sized past memory prints a SystemError line (CPython 3.11-3.13), which
-    would break the one-line error."""
-    excepthook, sys.excepthook = sys.excepthook, lambda *report: None
-    try:
-        with file:
-            return _CheckpointUnpickler(file).load()
-    except _ForeignGlobal as error:
-        return _Unreadable(f"not loaded: it names {error}, which no checkpoint does (a crafted "
-                           "or foreign pickle)")
-    except Exception as error:  # `error` and its frames are freed right here
-        return _Unreadable(f"truncated, or not a checkpoint ({type(error).__name__})")
-    finally:
-        sys.excepthook = excepthook
 
 
 def read_checkpoint(path: Path) -> dict:
@@ -288,8 +137,8 @@ def read_checkpoint(path: Path) -> dict:
         f = open(path, "rb")
     except OSError as error:
         raise CheckpointError(f"cannot open checkpoint {path}: {error.strerror}") from None
-    state = _unpickled(f)
-    if isinstance(state, _Unreadable):
+    state = checkpoint_pickle.unpickled(f)
+    if isinstance(state, checkpoint_pickle.Unreadable):
         raise CheckpointError(f"cannot read checkpoint {path}: {state.reason}")
     if not isinstance(state, dict):
         raise CheckpointError(f"{path} is not a HackMatrix training checkpoint")
@@ -399,32 +248,19 @@ def _finite_numbers(value, shape: tuple) -> bool:
         return False
 
 
-def newest_checkpoint(run_dir: Path) -> Path | None:
-    checkpoints = list_checkpoints(run_dir)
-    return checkpoints[-1][1] if checkpoints else None
-
-
 def files_after(run_dir: Path, update: int) -> list[Path]:
     """The checkpoints and params files of `run_dir` from updates after `update`, and
     final_params.npz: what a run resumed at `update` will write anew."""
     run_dir = Path(run_dir)
     later = [path for found, path in list_checkpoints(run_dir) if found > update]
     later += [entry for entry in run_dir.iterdir()
-              if (match := PARAMS_PATTERN.match(entry.name)) and int(match.group(1)) > update]
-    final = run_dir / FINAL_PARAMS_NAME
-    best = run_dir / BEST_PARAMS_NAME
-    best_later = best.is_file() and (params_meta(best).get("update", update + 1) > update)
+              if (match := params_files.PARAMS_PATTERN.match(entry.name))
+              and int(match.group(1)) > update]
+    final = run_dir / params_files.FINAL_PARAMS_NAME
+    best = run_dir / params_files.BEST_PARAMS_NAME
+    best_later = best.is_file() and (
+        params_files.params_meta(best).get("update", update + 1) > update)
     return sorted(later) + ([final] if final.is_file() else []) + ([best] if best_later else [])
-
-
-def params_meta(path: Path) -> dict:
-    """The `meta/` entries of a params file, as Python numbers ({} if it cannot be read)."""
-    try:
-        with np.load(path, allow_pickle=False) as data:
-            return {key[len(META_ENTRY):]: data[key].item() for key in data.files
-                    if key.startswith(META_ENTRY)}
-    except Exception:  # noqa: BLE001  (a damaged file has no usable meta)
-        return {}
 
 
 # set_aside's folders: {why}_{stamp}, with _2, _3, ... when the stamp is taken.
@@ -496,13 +332,11 @@ def _find_resume_checkpoint(resume, checkpoint_dir, run_name) -> Path:
             raise CheckpointError(f"no checkpoint to resume for run '{run_name}' in {checkpoint_dir}"
                                   f"{_never_saved_note(checkpoint_dir / run_name)}")
         return found
-    candidates = [newest_checkpoint(d) for d in checkpoint_dir.iterdir()] if checkpoint_dir.is_dir() else []
-    candidates = [c for c in candidates if c is not None]
-    if not candidates:
+    found = (newest_file(checkpoint_dir.iterdir(), checkpoints_only=True)
+             if checkpoint_dir.is_dir() else None)
+    if found is None:
         raise CheckpointError(f"no checkpoint to resume in {checkpoint_dir}")
-    # Ties (a run copied with `cp -a` keeps its times) go to the run directory's name, so that
-    # the choice never depends on the order of the directory listing.
-    return max(candidates, key=lambda c: (c.stat().st_mtime_ns, c.parent.name))
+    return found
 
 
 def _never_saved_note(run_dir: Path) -> str:
@@ -521,100 +355,13 @@ def _never_saved_note(run_dir: Path) -> str:
             "setting its metrics aside")
 
 
-# ----------------------------------------------------------------------------- policy loading
-
-class PolicyParams(NamedTuple):
-    params: dict     # one agent's: the flax variables dict for `ActorCritic.apply`
-    network: dict    # hidden_dim, num_layers, obs_dim, num_actions and the other architecture keys
-    num_agents: int  # how many agents the file holds (`--num-seeds`)
-
-
-def load_policy_params(path, agent: int = 0) -> tuple[dict, dict]:
-    """(params, network_config) of agent `agent` (`read_policy`)."""
-    policy = read_policy(path, agent)
-    return policy.params, policy.network
-
-
-def read_policy(path, agent: int = 0) -> PolicyParams:
-    """Agent `agent`'s policy from a checkpoint .pkl, a params .npz or a run directory
-    (`resolve_policy_file`). A file of one agent holds agent 0 only; NoSuchAgent for an agent
-    the file does not hold."""
-    path = resolve_policy_file(path)
-    if path.suffix == ".pkl":
-        state = read_checkpoint(path)
-        num_agents = state["config"].get("num_seeds", 1)
-        return PolicyParams(_agent_params(path, state["params"], num_agents, agent),
-                            dict(state["network"]), num_agents)
-    if path.suffix == ".npz":
-        if not path.is_file():
-            raise CheckpointError(f"params file not found: {path}")
-        if not zipfile.is_zipfile(path):
-            raise CheckpointError(f"{path} is not a params file: truncated, or not an .npz "
-                                  "archive")
-        try:
-            # No pickled objects: a params file holds plain arrays only.
-            with np.load(path, allow_pickle=False) as data:
-                network = {key[len(NETWORK_ENTRY):]: data[key].item() for key in data.files
-                           if key.startswith(NETWORK_ENTRY)}
-                num_agents = (data[META_ENTRY + NUM_SEEDS_META].item()
-                              if META_ENTRY + NUM_SEEDS_META in data.files else 1)
-                params = unflatten_params({key: data[key] for key in data.files if not
-                                           key.startswith((NETWORK_ENTRY, META_ENTRY))})
-        except Exception as error:
-            raise CheckpointError(f"cannot read params {path}: {error_line(error)}") from None
-        params = _agent_params(path, params, num_agents, agent)
-        try:
-            return PolicyParams(params, {**infer_network_config(params), **network}, num_agents)
-        except CheckpointError as error:
-            raise CheckpointError(f"{path}: {error}") from None
-    raise CheckpointError(f"expected a .pkl checkpoint, a .npz params file or a run directory: {path}")
-
-
-def _agent_params(path: Path, params: dict, num_agents, agent: int) -> dict:
-    """Agent `agent`'s params out of a file's params of `num_agents` agents (stacked when
-    more than one)."""
-    if not (_count(num_agents) and num_agents >= 1):
-        raise CheckpointError(f"{path} is corrupt: it says it holds {shown(num_agents)} agents")
-    if not 0 <= agent < num_agents:
-        held = "one agent, 0" if num_agents == 1 else f"{num_agents} agents, 0 to {num_agents - 1}"
-        raise NoSuchAgent(f"agent {agent} is not in {path}: it holds {held}")
-    if num_agents == 1:
-        return params
-
-    def pick(tree):
-        if isinstance(tree, dict):
-            return {name: pick(value) for name, value in tree.items()}
-        array = np.asarray(tree)
-        if array.shape[:1] != (num_agents,):
-            raise CheckpointError(f"{path} is corrupt: it holds {num_agents} agents, but an "
-                                  f"array of shape {array.shape}")
-        return array[agent]
-    return pick(params)
-
+# ----------------------------------------------------------------------------- newest file
 
 def is_policy_file(name: str) -> bool:
     """Whether a file name is one a policy loads from: checkpoint_N.pkl, params_N.npz or
     final_params.npz."""
-    return bool(CHECKPOINT_PATTERN.match(name) or PARAMS_PATTERN.match(name)
-                or name == FINAL_PARAMS_NAME)
-
-
-def params_files_equal(first: Path, second: Path) -> bool:
-    """Whether two params files hold the same arrays (False if either cannot be read)."""
-    try:
-        with np.load(first) as a, np.load(second) as b:
-            return set(a.files) == set(b.files) and all(
-                np.array_equal(a[key], b[key]) for key in a.files)
-    except Exception:  # an unreadable file is not a copy of anything
-        return False
-
-
-def resolve_policy_file(path) -> Path:
-    """The file `load_policy_params(path)` reads: `path` itself, or for a run directory its
-    final_params.npz if nothing was saved after it, else its newest checkpoint or params file
-    by update (the full checkpoint at equal update)."""
-    path = Path(path)
-    return _newest_policy_file(path) if path.is_dir() else path
+    return bool(CHECKPOINT_PATTERN.match(name) or params_files.PARAMS_PATTERN.match(name)
+                or name == params_files.FINAL_PARAMS_NAME)
 
 
 def policy_files(run_dir: Path) -> list[Path]:
@@ -622,23 +369,54 @@ def policy_files(run_dir: Path) -> list[Path]:
     the params file first); final_params.npz is not among them."""
     candidates = list_checkpoints(run_dir)
     for entry in Path(run_dir).iterdir():
-        match = PARAMS_PATTERN.match(entry.name)
+        match = params_files.PARAMS_PATTERN.match(entry.name)
         if match:
             candidates.append((int(match.group(1)), entry))
     return [path for _, path in sorted(candidates, key=lambda c: (c[0], c[1].suffix == ".pkl"))]
 
 
-def _newest_policy_file(run_dir: Path) -> Path:
-    candidates = policy_files(run_dir)
-    newest = candidates[-1] if candidates else None
-    final = run_dir / FINAL_PARAMS_NAME
-    # final_params.npz is written right after the run's last checkpoint. A resumed run moves it
-    # aside, or, when it is a copy of the resumed update's params (a finished run extended),
-    # deletes it once it has saved a newer checkpoint (`run_directory.prepare`). A kill in
-    # between, or a directory from before that rule, leaves a stale one beside the newer
-    # checkpoints: those win then.
-    if final.is_file() and (newest is None or final.stat().st_mtime >= newest.stat().st_mtime):
+def newest_file(folders, checkpoints_only: bool = False) -> Path | None:
+    """The newest file of `folders`: the one rule for which checkpoint or policy file is the
+    newest, behind `--resume` without a path, a run directory named to the tools and their
+    `--latest` (None if the folders hold none; entries of `folders` that are not directories
+    hold none).
+
+    In one folder (a run directory) files are ordered by update, the full checkpoint after the
+    params file of the same update; final_params.npz, unless `checkpoints_only`, comes after
+    them all unless one of them was modified after it (final_params.npz is written right after
+    the run's last checkpoint; a resumed run moves it aside, or deletes it once it has saved a
+    newer checkpoint when it copies the resumed update's params (`run_directory.prepare`). A
+    kill in between, or a directory from before that rule, leaves a stale one beside newer
+    checkpoints: those win then). Across folders the newest is the folder's newest file that
+    was modified last, ties (a run copied with `cp -a` keeps its times) going to the folder's
+    name, so that the choice never depends on the order of a directory listing."""
+    folders = [Path(folder) for folder in folders]
+    if len(folders) == 1:  # one run directory: its files' times matter only beside final_params
+        return _newest_in_folder(folders[0], checkpoints_only)
+    newest = [found for folder in folders
+              if (found := _newest_in_folder(folder, checkpoints_only)) is not None]
+    return max(newest, key=lambda path: (path.stat().st_mtime_ns, path.parent.name),
+               default=None)
+
+
+def _newest_in_folder(folder: Path, checkpoints_only: bool) -> Path | None:
+    if not folder.is_dir():
+        return None
+    ordered = [path for _, path in list_checkpoints(folder)] if checkpoints_only else \
+        policy_files(folder)
+    newest = ordered[-1] if ordered else None
+    final = folder / params_files.FINAL_PARAMS_NAME
+    if not checkpoints_only and final.is_file() and (
+            newest is None or final.stat().st_mtime_ns >= newest.stat().st_mtime_ns):
         return final
-    if newest is None:
-        raise CheckpointError(f"no final_params.npz, checkpoint_*.pkl or params_*.npz in {run_dir}")
     return newest
+
+
+def newest_checkpoint(run_dir: Path) -> Path | None:
+    """The run directory's newest checkpoint_*.pkl (`newest_file`), the one to resume."""
+    return newest_file([run_dir], checkpoints_only=True)
+
+
+def newest_policy_file(run_dir: Path) -> Path | None:
+    """The run directory's newest policy file (`newest_file`), the one a tool loads."""
+    return newest_file([run_dir])

@@ -35,6 +35,7 @@ from hackmatrix.shell.exit_codes import (
 from hackmatrix.messages import error_line, one_line
 from hackmatrix.training import arguments, devices, resume, run_directory, seeds, startup
 from hackmatrix.training import checkpoint as ckpt
+from hackmatrix.training import params_files
 from hackmatrix.training import metrics as M
 from hackmatrix.training.arguments import UsageError, build_parser, run_options
 from hackmatrix.training.config import ConfigError, TrainConfig, run_defaults, validate
@@ -574,8 +575,8 @@ def _train(args, signals: _Signals, cleanup: contextlib.ExitStack) -> int:
             ckpt.prune_checkpoints(run_dir, options["keep_checkpoints"])
             console.print(f"[checkpoint] update={update} saved {path} ({reason})")
         if last_checkpoint != resume_path:  # that one was logged by the session that saved it
-            sink.log_checkpoint([last_checkpoint, ckpt.params_path(run_dir, update)], update,
-                                session_end=session_end)
+            sink.log_checkpoint([last_checkpoint, params_files.params_path(run_dir, update)],
+                                update, session_end=session_end)
         return last_checkpoint
 
     def summary(status: str) -> dict:
@@ -729,8 +730,9 @@ def _train(args, signals: _Signals, cleanup: contextlib.ExitStack) -> int:
             console.print(f"[signal] {signals.signal_name} came during the last chunk: the run "
                           "is complete, so it finishes as usual (exit 0, nothing to resume)")
         save_checkpoint("final", session_end=True)
-        ckpt.save_params(run_dir / ckpt.FINAL_PARAMS_NAME, jax.device_get(runner.train.params),
-                         network, ckpt.run_meta(config.to_dict()))
+        params_files.save_params(run_dir / params_files.FINAL_PARAMS_NAME,
+                                 jax.device_get(runner.train.params), network,
+                                 params_files.run_meta(config.to_dict()))
         run_complete = True
         final = summary("completed")
         M.write_summary(run_dir, final)
@@ -769,7 +771,7 @@ def _train(args, signals: _Signals, cleanup: contextlib.ExitStack) -> int:
                 except Exception as save_error:  # noqa: BLE001  (the first error is reported)
                     kept = f"; update {update} could not be saved either ({error_line(save_error)})"
             if run_complete:
-                kept = f"; the run is complete ({ckpt.FINAL_PARAMS_NAME} is saved)"
+                kept = f"; the run is complete ({params_files.FINAL_PARAMS_NAME} is saved)"
             else:
                 kept = (f"; saved {saved_now} first" if saved_now
                         else f"{kept}; {_resume_point(run_dir, 'the run goes on from')}")

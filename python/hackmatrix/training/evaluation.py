@@ -20,9 +20,9 @@ import jax
 from hackmatrix.tools import baselines
 from hackmatrix.tools import evaluation as episodes
 from hackmatrix.tools.policy import network_act
-from hackmatrix.training import checkpoint as ckpt
+from hackmatrix.training import params_files
 
-BEST_PARAMS_NAME = ckpt.BEST_PARAMS_NAME
+BEST_PARAMS_NAME = params_files.BEST_PARAMS_NAME
 # Folded into the run's seed, so that the evaluation boards differ from the training ones.
 _EVAL_KEY_SALT = 0x5EED_E7A1
 
@@ -98,14 +98,14 @@ def _figures_text(metrics: dict, prefix: str = "") -> str:
 
 
 def save_best(path: Path, params, network_config: dict, update: int, mean_stage: float) -> Path:
-    return ckpt.save_params(path, params, network_config,
-                            meta={"update": int(update), "mean_stage": float(mean_stage),
-                                  "env": "hackmatrix"})
+    return params_files.save_params(path, params, network_config,
+                                    meta={"update": int(update), "mean_stage": float(mean_stage),
+                                          "env": "hackmatrix"})
 
 
 def read_best(path: Path) -> tuple[float | None, int | None]:
     """(mean stage, update) recorded in a best-params file; (None, None) without a readable one."""
-    meta = ckpt.params_meta(path)
+    meta = params_files.params_meta(path)
     if not {"mean_stage", "update"} <= set(meta):
         return None, None
     return float(meta["mean_stage"]), int(meta["update"])

@@ -8,6 +8,7 @@ import os
 from pathlib import Path
 
 from hackmatrix.training import checkpoint as ckpt
+from hackmatrix.training import params_files
 from hackmatrix.training import metrics as M
 from hackmatrix.training.arguments import UsageError
 from hackmatrix.training.config import TrainConfig
@@ -33,9 +34,10 @@ def prepare(run_dir: Path, saved: dict | None, start_update: int,
         say(f"[resume] restored {restored.name} from checkpoint_{start_update}.pkl (a save cut "
             "short between the two)")
     later = ckpt.files_after(run_dir, start_update)
-    final = run_dir / ckpt.FINAL_PARAMS_NAME
+    final = run_dir / params_files.FINAL_PARAMS_NAME
     extended_final = None
-    if later == [final] and ckpt.params_files_equal(final, ckpt.params_path(run_dir, start_update)):
+    if later == [final] and params_files.params_files_equal(
+            final, params_files.params_path(run_dir, start_update)):
         extended_final, later = final, []
     kept_lines, later_lines = metrics_file.split_after(start_update)
     if later or later_lines:
@@ -114,13 +116,13 @@ def finish_a_cut_short_final_save(run_dir: Path, run_name: str, saved: dict,
     if (saved_config.total_timesteps - timesteps >= saved_config.batch_size
             or ckpt.newest_checkpoint(run_dir) != resume_path):
         return False
-    params_file = ckpt.params_path(run_dir, update)
-    final = run_dir / ckpt.FINAL_PARAMS_NAME
+    params_file = params_files.params_path(run_dir, update)
+    final = run_dir / params_files.FINAL_PARAMS_NAME
     metrics_file = M.MetricsFile(run_dir)
     lines = metrics_file.split_after(update)[0]
     status = _summary_status(run_dir)
     files_whole = (params_file.is_file() and final.is_file()
-                   and ckpt.params_files_equal(final, params_file)
+                   and params_files.params_files_equal(final, params_file)
                    and not ckpt.temp_files(run_dir)
                    and {_line_update(line) for line in saved.get("unwritten_metrics_lines", ())}
                    <= {_line_update(line) for line in lines})
@@ -130,15 +132,15 @@ def finish_a_cut_short_final_save(run_dir: Path, run_name: str, saved: dict,
     try:
         ckpt.remove_temp_files(run_dir)
         if not params_file.is_file():
-            ckpt.save_params(params_file, saved["params"], saved["network"],
-                             ckpt.run_meta(saved["config"]))
-        if final.is_file() and not ckpt.params_files_equal(final, params_file):
+            params_files.save_params(params_file, saved["params"], saved["network"],
+                                     params_files.run_meta(saved["config"]))
+        if final.is_file() and not params_files.params_files_equal(final, params_file):
             # An earlier update's final params (the run was extended, and killed before it
             # deleted them): kept aside, as every file a session did not write.
             ckpt.set_aside(run_dir, [final], f"before_update_{update}")
         if not final.is_file():
-            ckpt.save_params(final, saved["params"], saved["network"],
-                             ckpt.run_meta(saved["config"]))
+            params_files.save_params(final, saved["params"], saved["network"],
+                                     params_files.run_meta(saved["config"]))
         ckpt.prune_checkpoints(run_dir, options["keep_checkpoints"])
         if write_unwritten_metrics(metrics_file, lines, saved):
             lines = metrics_file.split_after(update)[0]
@@ -177,7 +179,7 @@ def _summary_status(run_dir: Path) -> str | None:
 def files_on_disk(run_dir: Path) -> dict:
     """summary.json's account of the run's policy files: the checkpoints and final params that
     the run directory holds now."""
-    final = Path(run_dir) / ckpt.FINAL_PARAMS_NAME
+    final = Path(run_dir) / params_files.FINAL_PARAMS_NAME
     return {"checkpoints": [os.path.abspath(path) for _, path in ckpt.list_checkpoints(run_dir)],
             "final_params": os.path.abspath(final) if final.is_file() else None}
 

@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 
 from hackmatrix.training import checkpoint as ckpt
+from hackmatrix.training import params_files
 from hackmatrix.training import metrics as M
 
 # Record keys that differ between an interrupted and an uninterrupted run by design.
@@ -40,13 +41,13 @@ def assert_checkpoints_load(run_dir: Path, newest_may_lack_params: bool = False)
         state = ckpt.load_checkpoint(path)
         assert state["update"] == update
         updates.append(update)
-        params_file = ckpt.params_path(run_dir, update)
+        params_file = params_files.params_path(run_dir, update)
         if newest_may_lack_params and path == checkpoints[-1][1] and not params_file.is_file():
             continue
         assert params_file.is_file(), f"{path.name} has no {params_file.name}"
         saved = {key: value for key, value in params_arrays(params_file).items()
-                 if not key.startswith((ckpt.NETWORK_ENTRY, ckpt.META_ENTRY))}
-        assert_same_params(ckpt.flatten_params(state["params"]), saved)
+                 if not key.startswith((params_files.NETWORK_ENTRY, params_files.META_ENTRY))}
+        assert_same_params(params_files.flatten_params(state["params"]), saved)
     return updates
 
 
@@ -54,7 +55,7 @@ def assert_summary_matches_disk(run_dir: Path) -> dict:
     summary = json.loads((Path(run_dir) / M.SUMMARY_FILE).read_text())
     on_disk = [str(path.resolve()) for _, path in ckpt.list_checkpoints(run_dir)]
     assert [str(Path(path).resolve()) for path in summary["checkpoints"]] == on_disk
-    final = Path(run_dir) / ckpt.FINAL_PARAMS_NAME
+    final = Path(run_dir) / params_files.FINAL_PARAMS_NAME
     listed = summary["final_params"]
     assert (Path(listed).resolve() if listed else None) == (final.resolve() if final.is_file()
                                                             else None)
@@ -83,8 +84,8 @@ def assert_matches_reference(run_dir: Path, reference: Path) -> None:
     assert_consistent(run_dir)
     summary = assert_summary_matches_disk(run_dir)
     assert summary["status"] == "completed"
-    assert_same_params(params_arrays(reference / ckpt.FINAL_PARAMS_NAME),
-                       params_arrays(run_dir / ckpt.FINAL_PARAMS_NAME))
+    assert_same_params(params_arrays(reference / params_files.FINAL_PARAMS_NAME),
+                       params_arrays(run_dir / params_files.FINAL_PARAMS_NAME))
     def compared(run):
         return [{key: value for key, value in record.items() if key not in UNCOMPARED_KEYS}
                 for record in records(run)]

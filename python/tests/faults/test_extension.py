@@ -4,8 +4,7 @@ disk), and the next resume finds nothing to do rather than a final save "cut sho
 
 import json
 
-from hackmatrix.training import checkpoint as ckpt
-from hackmatrix.training import cli
+from hackmatrix.training import cli, params_files
 
 from invariants import assert_consistent, assert_same_params, params_arrays
 from tiny_runs import UPDATES, resume
@@ -20,8 +19,8 @@ def test_a_failed_extension_leaves_the_finished_run_whole(finished_copy, referen
     assert line.endswith(f"last good checkpoint: {run_dir / f'checkpoint_{UPDATES}.pkl'} "
                          f"(update {UPDATES}))")
     assert sorted(path.name for path in run_dir.iterdir()) == files
-    assert_same_params(params_arrays(reference_run / ckpt.FINAL_PARAMS_NAME),
-                       params_arrays(run_dir / ckpt.FINAL_PARAMS_NAME))
+    assert_same_params(params_arrays(reference_run / params_files.FINAL_PARAMS_NAME),
+                       params_arrays(run_dir / params_files.FINAL_PARAMS_NAME))
     assert_consistent(run_dir)
     summary = json.loads((run_dir / "summary.json").read_text())
     assert (summary["status"], summary["update"]) == ("failed", UPDATES)

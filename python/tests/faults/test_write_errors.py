@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from hackmatrix.training import checkpoint as ckpt
-from hackmatrix.training import cli
+from hackmatrix.training import cli, params_files
 from hackmatrix.training import metrics as M
 
 from conftest import drawn
@@ -66,7 +66,7 @@ def named_checkpoint(line: str, run_dir: Path) -> int | None:
     """The update of the checkpoint an error line names as the run's newest (None: "no
     checkpoint", or a run complete whatever its checkpoints); it must be the newest on disk."""
     if "the run is complete (final_params.npz is saved)" in line:
-        assert (run_dir / ckpt.FINAL_PARAMS_NAME).is_file()
+        assert (run_dir / params_files.FINAL_PARAMS_NAME).is_file()
         return None
     match = re.search(r"(?:the run goes on from|saved) (\S+?\.pkl)", line)
     newest = ckpt.newest_checkpoint(run_dir)

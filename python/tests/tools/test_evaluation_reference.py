@@ -44,7 +44,7 @@ from conftest import load_script
 from hackmatrix import game
 from hackmatrix.game import constants as C
 from hackmatrix.tools import baselines, evaluation, policy
-from hackmatrix.training import checkpoint as ckpt
+from hackmatrix.training import params_files
 from hackmatrix.training import network as net
 
 evaluate_main = load_script("evaluate.py")
@@ -80,7 +80,7 @@ def network_file(tmp_path_factory):
     params["params"]["actor_logits"] = {"kernel": head["kernel"] * 100.0,
                                         "bias": jnp.asarray(preference)}
     path = tmp_path_factory.mktemp("network") / "params_1.npz"
-    ckpt.save_params(path, params)
+    params_files.save_params(path, params)
     return path
 
 

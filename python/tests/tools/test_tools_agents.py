@@ -9,7 +9,7 @@ import pytest
 
 from conftest import load_script
 from hackmatrix.tools import cli
-from hackmatrix.training import checkpoint as ckpt
+from hackmatrix.training import params_files, policy_loading
 
 evaluate_main = load_script("evaluate.py")
 watch_main = load_script("watch_jax_agent.py")
@@ -41,13 +41,13 @@ def _evaluate(source, json_path, *flags):
 
 def test_agent_picks_one_agent_of_the_run(agents_run, tmp_path, capsys):
     final = agents_run / "final_params.npz"
-    params, network = ckpt.load_policy_params(final, agent=1)
+    params, network = policy_loading.load_policy_params(final, agent=1)
     with np.load(final) as data:
         assert data["meta/num_seeds"] == 2
         np.testing.assert_array_equal(params["params"]["actor_logits"]["kernel"],
                                       data["params/actor_logits/kernel"][1])
     # The same agent's params in a file of their own play the same episodes.
-    alone = ckpt.save_params(tmp_path / "alone.npz", params, network, meta={"env": ENV})
+    alone = params_files.save_params(tmp_path / "alone.npz", params, network, meta={"env": ENV})
     second = _evaluate(agents_run, tmp_path / "second.json", "--agent", "1")
     assert second["agent"] == 1
     assert "agent 1 of 2" in capsys.readouterr().out
@@ -79,8 +79,9 @@ def network_text(network: dict) -> str:
 ])
 def test_an_agent_the_file_does_not_hold_exits_3_in_one_line(target, agent, message, agents_run,
                                                              tmp_path, capsys):
-    path = agents_run / target if target else ckpt.save_params(
-        tmp_path / "alone.npz", *ckpt.load_policy_params(agents_run), meta={"env": ENV})
+    path = agents_run / target if target else params_files.save_params(
+        tmp_path / "alone.npz", *policy_loading.load_policy_params(agents_run),
+        meta={"env": ENV})
     for main in (evaluate_main, watch_main):
         assert main([str(path), "--agent", agent]) == cli.EXIT_BAD_ARGUMENTS
         err = capsys.readouterr().err

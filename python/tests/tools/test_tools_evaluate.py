@@ -13,7 +13,7 @@ from hackmatrix.game import constants as C
 from hackmatrix.game import scenario
 from hackmatrix.game.env import EnvParams
 from hackmatrix.tools import baselines, cli, evaluation, policy
-from hackmatrix.training import checkpoint as ckpt
+from hackmatrix.training import policy_loading
 from hackmatrix.training.config import MAX_COUNT
 
 evaluate_main = load_script("evaluate.py")
@@ -51,7 +51,8 @@ def test_json_has_one_object_per_policy_with_the_issue_fields(cli_report, tiny_r
     for summary in cli_report.values():
         assert all(field in summary for field in JSON_FIELDS)
     # The run directory is the key; the file it resolved to is named too.
-    assert cli_report[str(tiny_run)]["checkpoint_file"] == str(ckpt.resolve_policy_file(tiny_run))
+    assert cli_report[str(tiny_run)]["checkpoint_file"] == str(
+        policy_loading.resolve_policy_file(tiny_run))
     assert "checkpoint_file" not in cli_report["random"]
 
 
@@ -206,14 +207,15 @@ def test_report_names_the_file_loaded(tiny_run, capsys):
     assert evaluate_main([str(tiny_run), "--baselines", "none", "--episodes", str(EPISODES),
                           "--max-steps", str(MAX_STEPS), "--seed", str(SEED)]) == 0
     out = capsys.readouterr().out
-    assert f"\n{tiny_run}: {ckpt.resolve_policy_file(tiny_run)} (separate ego(16) + 2 x 32 tanh)\n" in out
+    loaded = policy_loading.resolve_policy_file(tiny_run)
+    assert f"\n{tiny_run}: {loaded} (separate ego(16) + 2 x 32 tanh)\n" in out
     assert "baselines only" not in out
 
 
 @pytest.mark.parametrize("case", ["same_text", "run_dir_and_its_file", "latest", "baseline_name"])
 def test_the_same_checkpoint_twice_exits_3_before_loading(case, tiny_run, tmp_path, capsys,
                                                          monkeypatch):
-    loaded_file = ckpt.resolve_policy_file(tiny_run)
+    loaded_file = policy_loading.resolve_policy_file(tiny_run)
     latest = policy.latest_checkpoint(tiny_run.parent)
     if case == "baseline_name":
         monkeypatch.chdir(tmp_path)

@@ -16,8 +16,7 @@ import pytest
 
 from conftest import load_script
 from hackmatrix.tools import cli, plotting, policy_env
-from hackmatrix.training import checkpoint as ckpt
-from hackmatrix.training import metrics
+from hackmatrix.training import metrics, params_files, policy_loading
 from hackmatrix.training import network as net
 
 evaluate_main = load_script("evaluate.py")
@@ -106,7 +105,7 @@ def test_a_params_file_out_of_its_run_needs_env(cartpole_run, tmp_path, capsys):
     assert "step 2  obs [" in capsys.readouterr().out
     # One that records no env (written by other code), with no summary.json beside it.
     bare = tmp_path / "agent.npz"
-    ckpt.save_params(bare, *ckpt.load_policy_params(copied))
+    params_files.save_params(bare, *policy_loading.load_policy_params(copied))
     assert watch_main([str(bare)]) == cli.EXIT_BAD_CHECKPOINT
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "network expects 4 features and 2 actions" in err
@@ -114,8 +113,9 @@ def test_a_params_file_out_of_its_run_needs_env(cartpole_run, tmp_path, capsys):
     assert watch_main([str(bare), "--env", ENV, "--max-steps", "2"]) == 0
     assert "step 2  obs [" in capsys.readouterr().out
     # A params file that records its env as a `meta/env` entry needs no --env.
-    params, network = ckpt.load_policy_params(bare)
-    recorded = ckpt.save_params(tmp_path / "recorded.npz", params, network, meta={"env": ENV})
+    params, network = policy_loading.load_policy_params(bare)
+    recorded = params_files.save_params(tmp_path / "recorded.npz", params, network,
+                                        meta={"env": ENV})
     assert watch_main([str(recorded), "--max-steps", "2"]) == 0
     assert "step 2  obs [" in capsys.readouterr().out
 
@@ -179,7 +179,7 @@ def run_without_gymnax(tmp_path, monkeypatch):
     params = net.network_from_config(config).init(jax.random.key(0), jnp.zeros((4,)))
     run_dir = tmp_path / "cartpole"
     run_dir.mkdir()
-    ckpt.save_params(run_dir / "final_params.npz", jax.device_get(params), config)
+    params_files.save_params(run_dir / "final_params.npz", jax.device_get(params), config)
     (run_dir / metrics.SUMMARY_FILE).write_text(json.dumps({"config": {"env": ENV}}))
     monkeypatch.setitem(__import__("sys").modules, "gymnax", None)
     return run_dir

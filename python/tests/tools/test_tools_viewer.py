@@ -19,6 +19,7 @@ from hackmatrix.game import constants as C
 from hackmatrix.game import scenario
 from hackmatrix.tools import cli, policy, report, viewer
 from hackmatrix.training import checkpoint as ckpt
+from hackmatrix.training import params_files, policy_loading
 from hackmatrix.training import network as net
 
 watch_main = load_script("watch_jax_agent.py")
@@ -54,7 +55,7 @@ def test_watches_an_npz_and_a_run_dir_and_latest(tiny_run, capsys):
         out = capsys.readouterr().out
         # The header names the file loaded, also for a run directory; the architecture comes
         # from the checkpoint or the .npz shapes.
-        loaded_file = ckpt.resolve_policy_file(tiny_run)
+        loaded_file = policy_loading.resolve_policy_file(tiny_run)
         assert loaded_file.is_file()
         assert out.startswith(f"watching {loaded_file} (separate ego(16) + 2 x 32 tanh, argmax)\n")
         assert len(_episode_lengths(out)) == 1
@@ -167,8 +168,8 @@ def test_bad_checkpoint_exits_6_with_one_line(make_bad_source, tmp_path, capsys)
     elif make_bad_source == "wrong_shape_npz":
         # A network for a different observation size.
         network = net.ActorCritic(hidden_dim=8, num_layers=1, num_actions=C.NUM_ACTIONS)
-        source = ckpt.save_params(tmp_path / "params_1.npz",
-                                  net.init_params(network, jax.random.key(0), obs_dim=12))
+        source = params_files.save_params(tmp_path / "params_1.npz",
+                                          net.init_params(network, jax.random.key(0), obs_dim=12))
     elif make_bad_source in ("vector_kernel_npz", "complex_npz", "nan_npz"):
         network = net.ActorCritic(hidden_dim=8, num_layers=1, num_actions=C.NUM_ACTIONS)
         params = net.init_params(network, jax.random.key(0), obs_dim=1545)
@@ -180,7 +181,7 @@ def test_bad_checkpoint_exits_6_with_one_line(make_bad_source, tmp_path, capsys)
             params["params"]["torso_0"]["kernel"][3, 5] = np.nan
         else:
             params = jax.tree_util.tree_map(lambda x: x.astype(np.complex64), params)
-        source = ckpt.save_params(tmp_path / "final_params.npz", params)
+        source = params_files.save_params(tmp_path / "final_params.npz", params)
     elif make_bad_source == "not_a_checkpoint":
         source = tmp_path / "checkpoint_1.pkl"
         source.write_bytes(b"\x80\x04K\x01.")  # a pickled int

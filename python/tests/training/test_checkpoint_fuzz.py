@@ -80,7 +80,7 @@ from hackmatrix.game import constants as C
 from hackmatrix.tools import evaluation, viewer
 from hackmatrix.tools.policy import OBS_DIM
 from hackmatrix.training import checkpoint as ckpt
-from hackmatrix.training import cli, resume, startup
+from hackmatrix.training import checkpoint_pickle, cli, params_files, resume, startup
 from hackmatrix.training import trainer as ppo
 from hackmatrix.training import network as net
 
@@ -469,7 +469,7 @@ STATE_CHANGES = [
     ("pickle_of_three_keys", lambda state: {k: state[k] for k in ckpt.REQUIRED_KEYS[:3]},
      REFUSED, REFUSED),
     ("pickle_of_a_dict_of_numbers", lambda state: {1: 2}, REFUSED, REFUSED),
-    # A dict subclass is a global beyond NumPy's: refused (ckpt._CHECKPOINT_GLOBALS).
+    # A dict subclass is a global beyond NumPy's: refused (checkpoint_pickle.CHECKPOINT_GLOBALS).
     ("pickle_of_an_ordered_dict", OrderedDict, REFUSED, REFUSED),
     ("format_version_2", put("format_version", value=2), REFUSED, REFUSED),
     ("format_version_0", put("format_version", value=0), REFUSED, REFUSED),
@@ -689,7 +689,7 @@ ARRAY_CHANGES = [
                      for k, v in arrays.items()}, REFUSED),
     ("npz_none", lambda arrays: {}, REFUSED),
     ("npz_of_another_architecture",
-     lambda arrays: ckpt.flatten_params(architecture_16x3()), ACCEPTED),
+     lambda arrays: params_files.flatten_params(architecture_16x3()), ACCEPTED),
     # An unused third actor layer: the network record (2 layers) decides what is built.
     ("npz_a_third_layer", lambda arrays: {
         **arrays, "params/actor_torso_2/kernel": np.ones((32, 32), np.float32),
@@ -922,4 +922,4 @@ def test_saving_refuses_what_the_reader_would_refuse_and_keeps_the_last_checkpoi
         with pytest.raises(TypeError, match=r"^a checkpoint cannot hold a \S+: its reader loads "):
             ckpt.save_checkpoint(tmp_path, state | {"wandb_run_id": stray})
     assert sorted(p.name for p in tmp_path.iterdir()) == ["checkpoint_3.pkl", "params_3.npz"]
-    assert ckpt._unpickled(open(saved, "rb"))["update"] == 3
+    assert checkpoint_pickle.unpickled(open(saved, "rb"))["update"] == 3

@@ -19,7 +19,7 @@ import pytest
 from hackmatrix import xla_options
 from hackmatrix.shell import interrupts
 from hackmatrix.training import checkpoint as ckpt
-from hackmatrix.training import cli, resume, startup
+from hackmatrix.training import cli, policy_loading, resume, startup
 
 from tiny_runs import TINY, TOTAL, UPDATES, assert_same_params, load_params, train
 
@@ -57,12 +57,12 @@ def test_end_to_end_run_writes_checkpoint_params_metrics_and_summary(tmp_path, c
                                     run_dir / "checkpoint_6.pkl", run_dir / "final_params.npz")]
     # The CPU compile mode in effect is recorded and printed (hackmatrix/xla_options.py).
     assert (summary["backend"], summary["cpu_compile"]) == ("cpu", xla_options.cpu_compile_mode())
-    params, network = ckpt.load_policy_params(run_dir)
+    params, network = policy_loading.load_policy_params(run_dir)
     # The default architecture (separate egocentric tanh torsos, 16 channels per cell), from
     # the params file's own record.
     assert network == {"hidden_dim": 32, "num_layers": 2, "obs_dim": 1545, "num_actions": 28,
                        "torso": "ego", "shared": False, "activation": "tanh", "conv_channels": 16}
-    assert ckpt.load_policy_params(run_dir / "final_params.npz")[1] == network
+    assert policy_loading.load_policy_params(run_dir / "final_params.npz")[1] == network
     out = capsys.readouterr().out
     # The default training reward is the potential-shaped one, named as not the rules' own.
     assert ("[config] env=hackmatrix algo=ppo network=separate(ego16+2x32 tanh) ent_coef=0.01->0.01 "
@@ -587,7 +587,7 @@ def test_runner_and_chunk_signatures_ignore_weak_types():
 
 
 def test_params_flax_returns_as_frozen_dicts_are_saved_as_plain_dicts(tmp_path):
-    # The checkpoint reader loads no flax class (checkpoint._CHECKPOINT_GLOBALS).
+    # The checkpoint reader loads no flax class (checkpoint_pickle.CHECKPOINT_GLOBALS).
     import flax
     flax.config.update("flax_return_frozendict", True)  # as FLAX_RETURN_FROZENDICT=true does
     try:

@@ -10,7 +10,7 @@ import signal
 import pytest
 
 from hackmatrix.training import checkpoint as ckpt
-from hackmatrix.training import cli
+from hackmatrix.training import cli, policy_loading
 
 from tiny_runs import assert_same_params, load_params
 
@@ -41,7 +41,7 @@ def test_a_cartpole_run_trains_records_its_env_and_algo_and_logs_its_own_metrics
     assert saved["update"] == UPDATES
     assert (saved["config"]["env"], saved["config"]["algo"]) == ("CartPole-v1", "ppo")
     # Another env's defaults: the 64x2 mlp of PureJaxRL, over CartPole's 4 features.
-    params, network = ckpt.load_policy_params(run_dir)
+    params, network = policy_loading.load_policy_params(run_dir)
     assert network == {"hidden_dim": 64, "num_layers": 2, "obs_dim": 4, "num_actions": 2,
                        "torso": "mlp", "shared": False, "activation": "tanh",
                        "conv_channels": 0}

@@ -66,7 +66,7 @@ import numpy as np
 import pytest
 
 from hackmatrix.training import checkpoint as ckpt
-from hackmatrix.training import cli, startup
+from hackmatrix.training import cli, params_files, startup
 from hackmatrix.training.arguments import RESUME_NEWEST
 from hackmatrix.training.config import TrainConfig
 
@@ -498,7 +498,7 @@ def workspace_template(tmp_path_factory) -> Path:
         ckpt.save_checkpoint(runs / run.directory,
                              checkpoint_state(run, env.observation_size, env.num_actions))
         os.utime(root / "ws" / run.checkpoint, ns=(run.mtime_ns, run.mtime_ns))
-    ckpt.save_params(runs / "params_only" / "params_1.npz", PLACEHOLDER_PARAMS)
+    params_files.save_params(runs / "params_only" / "params_1.npz", PLACEHOLDER_PARAMS)
     (runs / "empty_run").mkdir()
     for text_file in (runs / "notes.txt", root / "ws" / "notes.txt"):
         text_file.write_text("not a checkpoint\n")

@@ -16,7 +16,7 @@ import pytest
 
 from hackmatrix.tools.policy import load_policy
 from hackmatrix.training import checkpoint as ckpt
-from hackmatrix.training import cli
+from hackmatrix.training import cli, params_files
 from hackmatrix.training import network as net
 from hackmatrix.training.config import TrainConfig
 
@@ -92,9 +92,9 @@ def test_a_record_without_dtype_is_float32_and_float32_is_not_recorded():
 def test_an_old_params_file_without_dtype_loads_as_float32(tmp_path):
     f32 = network("mlp", True, "float32")
     params = jax.tree_util.tree_map(np.asarray, net.init_params(f32, jax.random.key(0), OBS))
-    path = ckpt.save_params(tmp_path / "final_params.npz", params,
-                            {"hidden_dim": 32, "num_layers": 2, "obs_dim": OBS,
-                             "num_actions": ACTIONS})
+    path = params_files.save_params(tmp_path / "final_params.npz", params,
+                                    {"hidden_dim": 32, "num_layers": 2, "obs_dim": OBS,
+                                     "num_actions": ACTIONS})
     loaded = load_policy(path)
     assert loaded.network.dtype == "float32" and "dtype" not in loaded.network_config
 

@@ -1,6 +1,6 @@
 """Params files and checkpoint records across architectures and formats.
 
-`checkpoint.save_params` writes a params .npz with the architecture as `network/<key>` 0-d
+`params_files.save_params` writes a params .npz with the architecture as `network/<key>` 0-d
 entries (and any `meta/<key>` facts) beside the `params/...` arrays; `load_policy_params` rebuilds
 the network record from them and ignores `meta/`. Files written before those entries existed hold
 shared-MLP names only (`torso_i`, `actor_logits`, `critic_value`) and load by inference as shared
@@ -18,6 +18,7 @@ import pytest
 from hackmatrix.game import constants as C
 from hackmatrix.tools import policy as tool_policy
 from hackmatrix.training import checkpoint as ckpt
+from hackmatrix.training import params_files, policy_loading
 from hackmatrix.training import network as net
 from hackmatrix.training.config import TrainConfig
 
@@ -61,18 +62,18 @@ def test_each_architecture_round_trips_through_a_params_file(tmp_path, torso, sh
                                                              activation):
     network = record(torso, shared, activation)
     params = numpy_params(network)
-    path = ckpt.save_params(tmp_path / "params_3.npz", params, network,
-                            meta={"update": 3, "mean_stage": 1.75})
+    path = params_files.save_params(tmp_path / "params_3.npz", params, network,
+                                    meta={"update": 3, "mean_stage": 1.75})
     with np.load(path, allow_pickle=False) as data:
         files = set(data.files)
         entries = {key: data[key] for key in files if not key.startswith("params/")}
     # The record and the meta facts are 0-d entries beside the flat params.
-    assert files == set(ckpt.flatten_params(params)) | {f"network/{key}" for key in network} | {
-        "meta/update", "meta/mean_stage"}
+    assert files == set(params_files.flatten_params(params)) | {
+        f"network/{key}" for key in network} | {"meta/update", "meta/mean_stage"}
     assert all(value.shape == () for value in entries.values())
     assert entries["network/torso"].item() == torso and entries["meta/mean_stage"] == 1.75
 
-    loaded, loaded_network = ckpt.load_policy_params(path)
+    loaded, loaded_network = policy_loading.load_policy_params(path)
     assert loaded_network == network  # meta/ is not part of it
     assert type(loaded_network["shared"]) is bool
     assert type(loaded_network["hidden_dim"]) is int
@@ -94,9 +95,9 @@ def test_each_architecture_round_trips_through_a_params_file(tmp_path, torso, sh
 def test_a_params_file_without_its_record_infers_all_but_the_activation(tmp_path, torso, shared,
                                                                         activation):
     network = record(torso, shared, activation)
-    path = ckpt.save_params(tmp_path / "params_1.npz", numpy_params(network),
-                            meta={"update": 1})
-    _, inferred = ckpt.load_policy_params(path)
+    path = params_files.save_params(tmp_path / "params_1.npz", numpy_params(network),
+                                    meta={"update": 1})
+    _, inferred = policy_loading.load_policy_params(path)
     # No shape shows the activation: without the record it reads as tanh.
     assert inferred == {**network, "activation": "tanh"}
 
@@ -104,7 +105,7 @@ def test_a_params_file_without_its_record_infers_all_but_the_activation(tmp_path
 def old_format_npz(path, params):
     """A params file as the trainer wrote it before it recorded the architecture."""
     with open(path, "wb") as file:
-        np.savez(file, **ckpt.flatten_params(params))
+        np.savez(file, **params_files.flatten_params(params))
     return path
 
 
@@ -120,7 +121,7 @@ def test_an_old_format_params_file_loads_as_a_shared_tanh_mlp(tmp_path):
     with np.load(path) as data:
         assert not any(key.startswith(("network/", "meta/")) for key in data.files)
 
-    loaded, network = ckpt.load_policy_params(path)
+    loaded, network = policy_loading.load_policy_params(path)
     assert network == {**legacy_record, "torso": "mlp", "shared": True, "activation": "tanh",
                        "conv_channels": 0}
     same_trees(loaded, params)
@@ -145,11 +146,11 @@ def test_an_old_format_params_file_loads_as_a_shared_tanh_mlp(tmp_path):
 def test_a_record_that_does_not_fit_the_params_is_refused_by_the_tools(tmp_path):
     params = numpy_params(record("mlp", False))
     # The record says shared: the params are separate torsos' (actor_torso_i, critic_torso_i).
-    path = ckpt.save_params(tmp_path / "params_2.npz", params, record("mlp", True))
+    path = params_files.save_params(tmp_path / "params_2.npz", params, record("mlp", True))
     with pytest.raises(tool_policy.PolicyLoadError, match="parameters do not fit the network"):
         tool_policy.load_policy(path)
-    path = ckpt.save_params(tmp_path / "params_3.npz", params,
-                            {**record("mlp", False), "torso": "transformer"})
+    path = params_files.save_params(tmp_path / "params_3.npz", params,
+                                    {**record("mlp", False), "torso": "transformer"})
     with pytest.raises(tool_policy.PolicyLoadError, match="torso must be one of"):
         tool_policy.load_policy(path)
 
@@ -209,7 +210,7 @@ def test_an_old_checkpoint_loads_for_resuming_and_for_the_tools(tmp_path):
     state = ckpt.load_checkpoint(path)  # every check a resume makes before building anything
     config = TrainConfig.from_dict(state["config"])
     assert config.lr_schedule == "constant" and config.shared_torso is True
-    loaded, network = ckpt.load_policy_params(path)
+    loaded, network = policy_loading.load_policy_params(path)
     assert network == old_checkpoint_state(params)["network"]  # as recorded
     built = net.network_from_config(network)
     assert (built.torso, built.shared, built.activation) == ("mlp", True, "tanh")

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from hackmatrix.training import checkpoint as ckpt
-from hackmatrix.training import arguments, cli, run_directory, startup
+from hackmatrix.training import arguments, cli, params_files, policy_loading, run_directory, startup
 from hackmatrix.training import resume as resuming
 from hackmatrix.training import metrics as M
 from hackmatrix.training.config import TrainConfig
@@ -584,13 +584,13 @@ def test_the_tools_load_a_checkpoint_whose_config_older_versions_accepted(finish
     state = ckpt.load_checkpoint(finished_run / "checkpoint_6.pkl")
     path = tmp_path / "checkpoint_6.pkl"
     path.write_bytes(pickle.dumps({**state, "config": {**state["config"], "seed": -1}}))
-    params, network = ckpt.load_policy_params(path)
+    params, network = policy_loading.load_policy_params(path)
     assert network == state["network"]
     # The params file beside it holds the same params, and the same network record as 0-d
     # `network/` entries.
     saved = load_params(finished_run / "params_6.npz")
     assert_same_params({key: value for key, value in saved.items()
-                        if key.startswith("params/")}, ckpt.flatten_params(params))
+                        if key.startswith("params/")}, params_files.flatten_params(params))
     assert {key[len("network/"):]: value.item() for key, value in saved.items()
             if key.startswith("network/")} == state["network"]
     with pytest.raises(ckpt.CheckpointError, match="its config is invalid"):
@@ -608,13 +608,13 @@ def test_a_run_directory_resolves_to_final_params_unless_something_was_saved_aft
         (tmp_path / name).write_bytes(b"")
     os.utime(tmp_path / "params_8.npz", (1_000, 1_000))
     os.utime(tmp_path / "final_params.npz", (2_000, 2_000))
-    assert ckpt.resolve_policy_file(tmp_path) == tmp_path / "final_params.npz"
+    assert policy_loading.resolve_policy_file(tmp_path) == tmp_path / "final_params.npz"
     # A resumed run that was interrupted saved update 8 after the old final params.
     os.utime(tmp_path / "params_8.npz", (3_000, 3_000))
-    assert ckpt.resolve_policy_file(tmp_path) == tmp_path / "params_8.npz"
+    assert policy_loading.resolve_policy_file(tmp_path) == tmp_path / "params_8.npz"
     (tmp_path / "final_params.npz").unlink()
     (tmp_path / "checkpoint_8.pkl").write_bytes(b"")
-    assert ckpt.resolve_policy_file(tmp_path) == tmp_path / "checkpoint_8.pkl"
+    assert policy_loading.resolve_policy_file(tmp_path) == tmp_path / "checkpoint_8.pkl"
 
 
 def _args(*argv):
@@ -815,12 +815,40 @@ def test_resume_without_a_path_breaks_a_tie_in_times_by_the_run_name(tmp_path):
     assert ckpt.find_resume_checkpoint(None, tmp_path, None) == tmp_path / "zcopy" / "checkpoint_3.pkl"
 
 
+def test_resume_a_run_directory_and_latest_follow_one_rule_for_the_newest_file(tmp_path):
+    # In a run, files go by update (final_params.npz last unless something was saved after it);
+    # across runs, the run whose newest file was modified last.
+    from hackmatrix.tools import policy
+
+    first, second = tmp_path / "first", tmp_path / "second"
+    for run, names in ((first, ("checkpoint_4.pkl", "params_4.npz", "params_8.npz",
+                                "final_params.npz")),
+                       (second, ("checkpoint_2.pkl", "params_2.npz"))):
+        run.mkdir()
+        for name in names:
+            (run / name).write_bytes(b"")
+    times = {first / "params_8.npz": 1_000, first / "final_params.npz": 2_000,
+             second / "checkpoint_2.pkl": 1_500, second / "params_2.npz": 1_500}
+    for path, seconds in times.items():
+        os.utime(path, (seconds, seconds))
+    # checkpoint_4.pkl and params_4.npz were modified last, but update 8 and the final params
+    # came after them in the run: the run means its final params (modified at 2 000).
+    assert policy_loading.resolve_policy_file(first) == first / "final_params.npz"
+    assert policy.latest_checkpoint(tmp_path) == first / "final_params.npz"
+    assert ckpt.newest_checkpoint(first) == first / "checkpoint_4.pkl"
+    assert ckpt.find_resume_checkpoint(None, tmp_path, None) == first / "checkpoint_4.pkl"
+    # At equal update the full checkpoint; and a run saved after another's final params wins.
+    os.utime(second / "checkpoint_2.pkl", (3_000, 3_000))
+    assert policy_loading.resolve_policy_file(second) == second / "checkpoint_2.pkl"
+    assert policy.latest_checkpoint(tmp_path) == second / "checkpoint_2.pkl"
+
+
 def test_a_rotation_deletes_the_params_file_before_its_checkpoint(tmp_path, monkeypatch):
     # A kill between the two deletions must leave the checkpoint (which the next rotation
     # removes), never a params file that no rotation would see again.
     for update in (1, 2, 3):
         ckpt.checkpoint_path(tmp_path, update).write_bytes(b"")
-        ckpt.params_path(tmp_path, update).write_bytes(b"")
+        params_files.params_path(tmp_path, update).write_bytes(b"")
     order = []
     real_unlink = type(tmp_path).unlink
     monkeypatch.setattr(type(tmp_path), "unlink",
