@@ -251,7 +251,7 @@ def main(argv=None) -> int:
     for line in table(report):
         print(line)
     if args.json is not None:
-        from hackmatrix.training.checkpoint import atomic_write
+        from hackmatrix.training.atomic_files import atomic_write
         text = json.dumps(report, indent=2) + "\n"
         atomic_write(pathlib.Path(args.json), lambda file: file.write(text.encode()))
     return 0

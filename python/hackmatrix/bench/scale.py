@@ -201,7 +201,7 @@ def main(argv=None) -> int:
         print(f"{count:>7} {row['sps']:>10.0f} {row['ratio']:>6.2f} {row['compile_s']:>9.1f} "
               f"{row['first_update_s']:>11.1f}", flush=True)
     if args.json is not None:
-        from hackmatrix.training.checkpoint import atomic_write
+        from hackmatrix.training.atomic_files import atomic_write
         text = json.dumps(report, indent=2) + "\n"
         atomic_write(pathlib.Path(args.json), lambda file: file.write(text.encode()))
     return 0

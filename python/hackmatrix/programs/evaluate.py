@@ -237,9 +237,9 @@ def _write_json(path: str | None, summaries: dict) -> None:
     import json
     import pathlib
 
-    from hackmatrix.training import checkpoint as ckpt
+    from hackmatrix.training.atomic_files import atomic_write
 
     text = json.dumps(summaries, indent=2) + "\n"
-    ckpt.atomic_write(pathlib.Path(path), lambda file: file.write(text.encode()))
+    atomic_write(pathlib.Path(path), lambda file: file.write(text.encode()))
     print(f"wrote {path}")
 

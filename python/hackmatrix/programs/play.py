@@ -167,7 +167,7 @@ def save_scenario(state, path: str, inputs=()) -> str:
     import json
 
     from hackmatrix.game import scenario
-    from hackmatrix.training.checkpoint import atomic_write
+    from hackmatrix.training.atomic_files import atomic_write
 
     try:
         output = cli.check_output_file(path, "save", inputs=inputs)

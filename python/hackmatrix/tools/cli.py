@@ -182,7 +182,7 @@ def _checked_output_file(path: str, flag: str, inputs) -> pathlib.Path:
         raise ToolError(f"{flag} {path}: directory {folder} does not exist", EXIT_BAD_ARGUMENTS)
     # A real probe rather than os.access: root passes every permission test, yet cannot create
     # files in /proc or on a read-only mount. The output is written the same way, as a temp file
-    # in this directory renamed over the path (training.checkpoint.atomic_write), so only the
+    # in this directory renamed over the path (training.atomic_files.atomic_write), so only the
     # directory matters.
     try:
         with tempfile.NamedTemporaryFile(dir=folder, prefix=f".{output.name}.", suffix=".probe"):

@@ -27,7 +27,7 @@ from PIL import Image, ImageDraw, ImageFont
 
 from hackmatrix.game import constants as C
 from hackmatrix.game import renderer
-from hackmatrix.training import checkpoint as ckpt
+from hackmatrix.training.atomic_files import atomic_write
 
 CELL = 76
 MARGIN = 12
@@ -237,6 +237,6 @@ def write_gif(frames: list[Image.Image], path: str | pathlib.Path, frame_seconds
     if not frames:
         raise ValueError("no frames to write")
     duration_ms = max(20, int(round(frame_seconds * 1000)))
-    ckpt.atomic_write(pathlib.Path(path), lambda file: frames[0].save(
+    atomic_write(pathlib.Path(path), lambda file: frames[0].save(
         file, format="GIF", save_all=True, append_images=frames[1:], duration=duration_ms,
         loop=0, optimize=False))

@@ -23,7 +23,7 @@ import matplotlib.pyplot as plt  # noqa: E402  (must follow the backend choice)
 
 from hackmatrix.game import constants as C  # noqa: E402
 from hackmatrix.tools import policy_env  # noqa: E402
-from hackmatrix.training import checkpoint as ckpt  # noqa: E402
+from hackmatrix.training.atomic_files import atomic_write  # noqa: E402
 # The trainer's file and its health thresholds: above those lines the update is too large.
 from hackmatrix.training.metrics import (APPROX_KL_LIMIT, CLIP_FRACTION_LIMIT,  # noqa: E402
                                          METRICS_FILE)
@@ -248,8 +248,7 @@ def plot_run(run_dir: str | pathlib.Path, output: str | pathlib.Path, smooth: in
     # An explicit format: matplotlib otherwise picks it from the extension and, with none,
     # appends ".png" to the name. The file appears complete or not at all.
     try:
-        ckpt.atomic_write(pathlib.Path(output),
-                          lambda file: figure.savefig(file, dpi=100, format="png"))
+        atomic_write(pathlib.Path(output), lambda file: figure.savefig(file, dpi=100, format="png"))
     finally:
         plt.close(figure)
     return len(records)

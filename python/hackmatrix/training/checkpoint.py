@@ -30,10 +30,8 @@ import numpy as np
 
 from hackmatrix.messages import error_line, shown
 from hackmatrix.training import checkpoint_pickle, params_files
-# The run directory's file writing and lock, under the names the trainer and tools use.
-from hackmatrix.training.atomic_files import (  # noqa: F401
-    atomic_write, commit, fsync_directory, temp_files, write_temp)
-from hackmatrix.training.run_lock import LOCK_NAME, RunLock  # noqa: F401
+from hackmatrix.training.atomic_files import commit, fsync_directory, temp_files, write_temp
+from hackmatrix.training.run_lock import RunLock
 
 FORMAT_VERSION = 1
 CHECKPOINT_PATTERN = re.compile(r"^checkpoint_(\d+)\.pkl$")

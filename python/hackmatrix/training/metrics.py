@@ -17,7 +17,7 @@ import numpy as np
 
 from hackmatrix.envs.contract import EnvMetrics
 from hackmatrix.envs.hackmatrix_env import HACKMATRIX_METRICS
-from hackmatrix.training.checkpoint import atomic_write
+from hackmatrix.training.atomic_files import atomic_write
 
 METRICS_FILE = "metrics.jsonl"
 SUMMARY_FILE = "summary.json"

@@ -11,7 +11,9 @@ from hackmatrix.training import checkpoint as ckpt
 from hackmatrix.training import params_files
 from hackmatrix.training import metrics as M
 from hackmatrix.training.arguments import UsageError
+from hackmatrix.training.atomic_files import temp_files
 from hackmatrix.training.config import TrainConfig
+from hackmatrix.training.run_lock import RunLock
 
 
 def prepare(run_dir: Path, saved: dict | None, start_update: int,
@@ -83,10 +85,10 @@ def _line_update(line: str):
         return None
 
 
-def acquire_lock(run_dir: Path, resuming: bool) -> ckpt.RunLock:
+def acquire_lock(run_dir: Path, resuming: bool) -> RunLock:
     """The run directory's lock, held: one trainer writes a run at a time (UsageError if another
     holds it, or if the directory cannot be written)."""
-    lock = ckpt.RunLock(run_dir)
+    lock = RunLock(run_dir)
     try:
         acquired = lock.acquire()
     except OSError as error:  # e.g. --checkpoint-dir is a file, or not writable
@@ -123,7 +125,7 @@ def finish_a_cut_short_final_save(run_dir: Path, run_name: str, saved: dict,
     status = _summary_status(run_dir)
     files_whole = (params_file.is_file() and final.is_file()
                    and params_files.params_files_equal(final, params_file)
-                   and not ckpt.temp_files(run_dir)
+                   and not temp_files(run_dir)
                    and {_line_update(line) for line in saved.get("unwritten_metrics_lines", ())}
                    <= {_line_update(line) for line in lines})
     if files_whole and status not in (None, "running"):

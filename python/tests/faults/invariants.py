@@ -10,6 +10,7 @@ import numpy as np
 from hackmatrix.training import checkpoint as ckpt
 from hackmatrix.training import params_files
 from hackmatrix.training import metrics as M
+from hackmatrix.training.atomic_files import temp_files
 
 # Record keys that differ between an interrupted and an uninterrupted run by design.
 UNCOMPARED_KEYS = ("train/sps", "resumed_at_update", "resumed_at_timesteps")
@@ -75,7 +76,7 @@ def assert_consistent(run_dir: Path) -> None:
     assert_checkpoints_load(run_dir)
     assert_summary_matches_disk(run_dir)
     assert_each_update_logged_once(run_dir)
-    assert not ckpt.temp_files(run_dir)
+    assert not temp_files(run_dir)
 
 
 def assert_matches_reference(run_dir: Path, reference: Path) -> None:

@@ -69,6 +69,7 @@ from hackmatrix.training import checkpoint as ckpt
 from hackmatrix.training import cli, params_files, startup
 from hackmatrix.training.arguments import RESUME_NEWEST
 from hackmatrix.training.config import TrainConfig
+from hackmatrix.training.run_lock import LOCK_NAME
 
 SEED = 20260527
 NUM_CASES = 600
@@ -902,7 +903,7 @@ def allowed_writes(expected: Expected, new: set[str], root: Path) -> set[str]:
             return set()
         run_dir = made[0]
     return {os.path.relpath(directory, root) for directory in [run_dir, *run_dir.parents]} | {
-        os.path.relpath(run_dir / ckpt.LOCK_NAME, root)}
+        os.path.relpath(run_dir / LOCK_NAME, root)}
 
 
 def breaches_of_contract(expected: Expected, outcome: Outcome, before: dict, after: dict,
@@ -950,7 +951,7 @@ def breaches_of_contract(expected: Expected, outcome: Outcome, before: dict, aft
                if not before[path][0] and before[path] != after[path]}
     made_run = outcome.code == REACHED_COMPILE
     allowed = allowed_writes(expected, new, root) if made_run and expected.config else {
-        path for path in new if os.path.basename(path) == ckpt.LOCK_NAME
+        path for path in new if os.path.basename(path) == LOCK_NAME
         and os.path.dirname(path) in before}
     if new - allowed or removed or changed:
         breaches.append(f"files: new {sorted(new - allowed)}, removed {sorted(removed)}, "

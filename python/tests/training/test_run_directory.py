@@ -17,6 +17,7 @@ from hackmatrix.training import arguments, cli, params_files, policy_loading, ru
 from hackmatrix.training import resume as resuming
 from hackmatrix.training import metrics as M
 from hackmatrix.training.config import TrainConfig
+from hackmatrix.training.run_lock import RunLock
 
 from tiny_runs import TINY, TOTAL, UPDATES, assert_same_params, load_params, resume, train
 
@@ -315,7 +316,7 @@ def test_a_summary_that_cannot_be_rewritten_after_a_signal_keeps_exit_7(run_copy
 
 def test_resuming_a_run_that_a_trainer_writes_before_its_first_save_says_so(tmp_path, capsys):
     run_dir = tmp_path / "busy"
-    writer = ckpt.RunLock(run_dir)
+    writer = RunLock(run_dir)
     assert writer.acquire()  # the other trainer, still compiling or before its first save
     try:
         assert resume(tmp_path, "--run-name", "busy") == cli.EXIT_BAD_CHECKPOINT
@@ -324,7 +325,7 @@ def test_resuming_a_run_that_a_trainer_writes_before_its_first_save_says_so(tmp_
                              "not saved a checkpoint yet; resume once it has saved one or ended")
     finally:
         writer.release()
-    assert not ckpt.RunLock(run_dir).held_elsewhere()
+    assert not RunLock(run_dir).held_elsewhere()
     assert resume(tmp_path, "--run-name", "busy") == cli.EXIT_BAD_CHECKPOINT
     assert "another trainer" not in capsys.readouterr().err
 
@@ -385,7 +386,7 @@ def test_a_fresh_run_refused_for_many_params_files_names_the_first_three(tmp_pat
 
 
 def test_a_second_trainer_on_the_same_run_exits_3_at_once(tmp_path, capsys):
-    lock = ckpt.RunLock(tmp_path / "busy")
+    lock = RunLock(tmp_path / "busy")
     assert lock.acquire()
     try:
         assert train(tmp_path, "busy") == cli.EXIT_BAD_ARGUMENTS
@@ -401,7 +402,7 @@ def test_a_second_trainer_on_the_same_run_exits_3_at_once(tmp_path, capsys):
 
 def test_a_resume_of_a_run_another_trainer_writes_only_says_wait(run_copy, capsys):
     """A resume continues that directory's run: another --run-name is no way out."""
-    lock = ckpt.RunLock(run_copy)
+    lock = RunLock(run_copy)
     assert lock.acquire()
     try:
         assert resume(run_copy.parent, str(run_copy / "checkpoint_2.pkl")) == \
