@@ -19,7 +19,8 @@ import pytest
 from hackmatrix import xla_options
 from hackmatrix.shell import interrupts
 from hackmatrix.training import checkpoint as ckpt
-from hackmatrix.training import cli, policy_loading, resume, startup
+from hackmatrix.training import cli, policy_loading, resume, run_records, startup, training_run
+from hackmatrix.training import metrics as M
 
 from tiny_runs import TINY, TOTAL, UPDATES, assert_same_params, load_params, train
 
@@ -71,7 +72,7 @@ def test_end_to_end_run_writes_checkpoint_params_metrics_and_summary(tmp_path, c
     assert "batch_size=128 minibatch_size=32" in out and "auto_scaled=no" in out
     assert f"device=cpu cpu_compile={summary['cpu_compile']} " in out
     lines = [line for line in out.splitlines() if line.startswith("[train]")]
-    assert len(lines) == 3 and all(len(line) <= cli.M.LINE_WIDTH for line in lines)
+    assert len(lines) == 3 and all(len(line) <= M.LINE_WIDTH for line in lines)
     assert all(re.fullmatch(r"\[train\] update=\d+/6 timesteps=\d+ sps=\d+ eta=\S+ return=\S+ "
                             r"stage=\S+ entropy=\S+ kl=\S+ clip=\S+ ev=\S+", line)
                for line in lines), lines
@@ -92,14 +93,14 @@ def test_sigint_checkpoint_then_resume_gives_bit_identical_params(tmp_path, monk
     assert train(tmp_path, "straight") == 0
 
     # Deliver a real SIGINT to this process right after the first log line (update 2).
-    format_line = cli.M.format_line
+    format_line = M.format_line
     def interrupting_format_line(record, *args):
         if record["update"] == 2:
             os.kill(os.getpid(), signal.SIGINT)
         return format_line(record, *args)
-    monkeypatch.setattr(cli.M, "format_line", interrupting_format_line)
+    monkeypatch.setattr(M, "format_line", interrupting_format_line)
     assert train(tmp_path, "interrupted") == cli.EXIT_INTERRUPTED
-    monkeypatch.setattr(cli.M, "format_line", format_line)
+    monkeypatch.setattr(M, "format_line", format_line)
     run_dir = tmp_path / "interrupted"
     assert [update for update, _ in ckpt.list_checkpoints(run_dir)] == [2]
     first_id = ckpt.load_checkpoint(run_dir / "checkpoint_2.pkl")["wandb_run_id"]
@@ -122,12 +123,12 @@ def test_sigint_checkpoint_then_resume_gives_bit_identical_params(tmp_path, monk
 
 
 def test_a_signal_during_the_last_chunk_lets_the_run_complete(tmp_path, monkeypatch, capsys):
-    format_line = cli.M.format_line
+    format_line = M.format_line
     def interrupting_format_line(record, *args):
         if record["update"] == UPDATES:
             os.kill(os.getpid(), signal.SIGINT)
         return format_line(record, *args)
-    monkeypatch.setattr(cli.M, "format_line", interrupting_format_line)
+    monkeypatch.setattr(M, "format_line", interrupting_format_line)
     assert cli.main([*TINY, *TOTAL, "--checkpoint-dir", str(tmp_path), "--run-name", "last",
                      "--no-wandb"]) == 0
     run_dir = tmp_path / "last"
@@ -173,19 +174,19 @@ def _logged_record(**values) -> dict:
 
 
 def test_the_train_line_names_each_value_by_its_own_key():
-    line = cli.M.format_line(_logged_record(), 10, 3725.0)
+    line = M.format_line(_logged_record(), 10, 3725.0)
     assert line == ("[train] update=7/10 timesteps=896 sps=1234 eta=1h02m05s return=-1.25 "
                     "stage=1.75 entropy=2.5 kl=0.002 clip=0.03 ev=0.512")
-    line = cli.M.format_line(_logged_record(**{"train/mean_episode_return": float("nan"),
+    line = M.format_line(_logged_record(**{"train/mean_episode_return": float("nan"),
                                                "train/approx_kl": 4e-5}), 10, float("inf"))
     assert " return=nan " in line and " kl=4e-05 " in line and " eta=? " in line
-    assert cli.M.format_duration(59.9) == "0m59s" and cli.M.format_duration(3600) == "1h00m00s"
+    assert M.format_duration(59.9) == "0m59s" and M.format_duration(3600) == "1h00m00s"
 
 
 def test_the_train_line_fits_a_160_column_pane_with_its_widest_values():
     # The widest value of each field: 100,000 updates of 2^15 steps, a 1000-hour ETA, signed
     # values in exponent form (3 significant digits), the mean stage of a run past stage 1.
-    line = cli.M.format_line(_logged_record(**{
+    line = M.format_line(_logged_record(**{
         "update": 99_999, "timesteps": 3_276_767_232, "train/sps": 123_456.0,
         "train/mean_episode_return": -1.23456e-5, "stats/mean_final_stage": 7.6666,
         "train/entropy": 1.23456e-5, "train/approx_kl": -1.23456e-9,
@@ -194,17 +195,17 @@ def test_the_train_line_fits_a_160_column_pane_with_its_widest_values():
     assert line == ("[train] update=99999/100000 timesteps=3276767232 sps=123456 eta=999h59m59s "
                     "return=-1.23e-05 stage=7.67 entropy=1.23e-05 kl=-1.23e-09 clip=0.000123 "
                     "ev=-1.23e+04")
-    assert len(line) <= cli.M.LINE_WIDTH == 160
+    assert len(line) <= M.LINE_WIDTH == 160
 
 
 def test_a_window_saved_without_explained_variance_restores_it_as_undefined():
-    window = cli.M.MetricsWindow(batch_size=128)
-    window.add({**{key: np.ones(2) for key in cli.M.MEAN_KEYS}, **{
+    window = M.MetricsWindow(batch_size=128)
+    window.add({**{key: np.ones(2) for key in M.MEAN_KEYS}, **{
         key: np.ones((2, 15)) if key == "reward_components_sum" else np.ones(2)
-        for key in cli.M.SUM_KEYS}, "highest_stage": np.ones(2), "learning_rate": np.ones(2)}, 2)
+        for key in M.SUM_KEYS}, "highest_stage": np.ones(2), "learning_rate": np.ones(2)}, 2)
     state = window.state(seconds=1.0)
     del state["loss_sums"]["explained_variance"]
-    restored = cli.M.MetricsWindow(batch_size=128)
+    restored = M.MetricsWindow(batch_size=128)
     assert restored.restore(state) == 1.0
     metrics = restored.summarize()
     assert math.isnan(metrics["train/explained_variance"]) and metrics["train/entropy"] == 1.0
@@ -221,7 +222,7 @@ def test_a_window_saved_without_explained_variance_restores_it_as_undefined():
 ])
 def test_health_warnings_follow_the_monitoring_thresholds(values, warned):
     # specs/training.md: approx_kl > 0.08, clip_fraction > 0.35, entropy < 0.1; one line each.
-    warnings = cli.M.health_warnings(_logged_record(**values))
+    warnings = M.health_warnings(_logged_record(**values))
     assert len(warnings) == len(warned), warnings
     for warning, start in zip(warnings, warned):
         assert warning.startswith(f"[health] update=7 {start}"), warning
@@ -234,13 +235,13 @@ class _FakeTerminal(io.StringIO):
 
 def test_the_progress_bar_is_drawn_on_a_terminal_only_and_counts_updates(monkeypatch):
     monkeypatch.setattr(sys, "stdout", io.StringIO())
-    plain = cli.M.Console(total_updates=10, start_update=2)
+    plain = M.Console(total_updates=10, start_update=2)
     assert plain.bar is None  # in a file: plain lines, no bar
     plain.print("[train] update=4/10")
     assert sys.stdout.getvalue() == "[train] update=4/10\n"
     monkeypatch.setattr(sys, "stdout", _FakeTerminal())
-    assert cli.M.Console(10, 2, force_plain=True).bar is None
-    console = cli.M.Console(total_updates=10, start_update=2)
+    assert M.Console(10, 2, force_plain=True).bar is None
+    console = M.Console(total_updates=10, start_update=2)
     try:
         assert console.bar is not None and console.bar.n == 2
         console.advance(3)
@@ -535,7 +536,7 @@ def test_wandb_starts_while_the_first_chunk_runs_and_an_interrupt_then_exits_7(
         raise KeyboardInterrupt
 
     monkeypatch.setattr(startup, "build_runner_and_chunk", build)
-    monkeypatch.setattr(cli, "WandbSink", interrupted_wandb_start)
+    monkeypatch.setattr(training_run, "WandbSink", interrupted_wandb_start)
     assert train(tmp_path, "early") == cli.EXIT_INTERRUPTED
     assert events == ["chunk dispatched", "wandb starts"]
     assert capsys.readouterr().err.startswith("[exit] interrupted by SIGINT during set-up")
@@ -546,12 +547,12 @@ def test_wandb_starts_while_the_first_chunk_runs_and_an_interrupt_then_exits_7(
 def test_the_first_windows_pace_leaves_out_wandbs_start(tmp_path, monkeypatch):
     # wandb starts while the first chunk runs; the chunk's time is when its outputs were
     # ready, not when the loop, back from wandb's start, reads them.
-    class SlowStartingSink(cli.WandbSink):
+    class SlowStartingSink(training_run.WandbSink):
         def __init__(self, **kwargs):
             time.sleep(5.0)
             super().__init__(**{**kwargs, "mode": "disabled"})
 
-    monkeypatch.setattr(cli, "WandbSink", SlowStartingSink)
+    monkeypatch.setattr(training_run, "WandbSink", SlowStartingSink)
     assert cli.main([*TINY, *TOTAL, "--checkpoint-dir", str(tmp_path), "--run-name", "paced",
                      "--wandb-mode", "offline"]) == 0
     first = json.loads((tmp_path / "paced" / "metrics.jsonl").read_text().splitlines()[0])
@@ -609,7 +610,7 @@ def test_the_timer_saves_on_its_interval_and_at_0_minutes_after_every_chunk(tmp_
     assert capsys.readouterr().out.count("(every chunk)") == 2
     # A clock that moves 10 minutes between readings: a 5-minute timer is due at every chunk.
     readings = iter(range(0, 10**6, 600))
-    monkeypatch.setattr(cli, "time", type("Clock", (), {
+    monkeypatch.setattr(training_run, "time", type("Clock", (), {
         "perf_counter": staticmethod(time.perf_counter),
         "monotonic": staticmethod(lambda: float(next(readings)))}))
     assert train(tmp_path, "timed", "--save-interval-minutes", "5", "--keep-checkpoints", "0") == 0
@@ -682,7 +683,7 @@ def test_a_resumed_session_continues_the_same_wandb_run_with_its_config(tmp_path
         ckpt.newest_checkpoint(tmp_path / "runs" / "logged"))["wandb_run_id"]
     assert first.init["name"] == second.init["name"] == "logged"
     assert first.init["project"] == "hackmatrix" and first.init["mode"] == "offline"
-    assert first.init["config"]["git_commit"] == cli.git_commit()
+    assert first.init["config"]["git_commit"] == run_records.git_commit()
     assert first.init["config"]["num_envs"] == 8 and first.init["config"]["batch_size"] == 128
     assert [r["update"] for r in first.records] == [2, 4, 6]
     assert [r["update"] for r in second.records] == [8]

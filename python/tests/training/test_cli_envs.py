@@ -11,6 +11,7 @@ import pytest
 
 from hackmatrix.training import checkpoint as ckpt
 from hackmatrix.training import cli, policy_loading
+from hackmatrix.training import metrics as M
 
 from tiny_runs import assert_same_params, load_params
 
@@ -62,7 +63,7 @@ def test_a_cartpole_run_trains_records_its_env_and_algo_and_logs_its_own_metrics
     lines = [line for line in out.splitlines() if line.startswith("[train]")]
     assert len(lines) == 3
     for line in lines:
-        assert len(line) <= cli.M.LINE_WIDTH == 160
+        assert len(line) <= M.LINE_WIDTH == 160
         assert re.fullmatch(r"\[train\] update=\d/6 timesteps=\d+ sps=\d+ eta=\S+ return=\S+ "
                             r"entropy=\S+ kl=\S+ clip=\S+ ev=\S+", line), line
         assert "stage=" not in line
@@ -143,16 +144,16 @@ def test_resuming_with_another_env_or_algorithm_exits_6(flags, message, tmp_path
 def test_an_interrupted_cartpole_run_resumes_bit_identically(tmp_path, monkeypatch, capsys):
     assert train(tmp_path, "straight") == 0
     # A real SIGINT to this process right after the first log line (update 2).
-    format_line = cli.M.format_line
+    format_line = M.format_line
 
     def interrupting_format_line(record, *args):
         if record["update"] == 2:
             os.kill(os.getpid(), signal.SIGINT)
         return format_line(record, *args)
 
-    monkeypatch.setattr(cli.M, "format_line", interrupting_format_line)
+    monkeypatch.setattr(M, "format_line", interrupting_format_line)
     assert train(tmp_path, "interrupted") == cli.EXIT_INTERRUPTED
-    monkeypatch.setattr(cli.M, "format_line", format_line)
+    monkeypatch.setattr(M, "format_line", format_line)
     run_dir = tmp_path / "interrupted"
     assert [update for update, _ in ckpt.list_checkpoints(run_dir)] == [2]
     # The resume keeps the env without being told.

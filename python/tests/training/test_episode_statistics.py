@@ -39,6 +39,7 @@ from hackmatrix.envs.hackmatrix_env import HACKMATRIX_METRICS
 from hackmatrix.game.env import EnvObservation
 from hackmatrix.training import checkpoint as ckpt
 from hackmatrix.training import cli
+from hackmatrix.training import metrics as M
 
 NUM_ENVS, NUM_STEPS, LOG_INTERVAL, SAVE_INTERVAL, NUM_UPDATES = 4, 5, 3, 4, 11
 RUN_STEPS = NUM_STEPS * NUM_UPDATES  # steps each env takes in the run
@@ -221,7 +222,7 @@ def train_on_scripted_env(*argv: str) -> tuple[list[int], dict]:
     """`cli.main(argv)` on ScriptedEnv; returns the active updates of each chunk, as the CLI
     gave them to its log window, and the per-update losses and learning rates it gave it."""
     chunk_sizes, per_update = [], {key: [] for key in PER_UPDATE_KEYS}
-    add = cli.M.MetricsWindow.add
+    add = M.MetricsWindow.add
 
     def recording_add(window, chunk_metrics, num_active):
         chunk_sizes.append(num_active)
@@ -231,7 +232,7 @@ def train_on_scripted_env(*argv: str) -> tuple[list[int], dict]:
 
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(cli, "make_env", lambda env_id: (ScriptedEnv(), None))
-        patch.setattr(cli.M.MetricsWindow, "add", recording_add)
+        patch.setattr(M.MetricsWindow, "add", recording_add)
         assert cli.main(list(argv)) == 0
     return chunk_sizes, {key: np.array(values) for key, values in per_update.items()}
 

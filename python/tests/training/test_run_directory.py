@@ -14,6 +14,7 @@ import pytest
 
 from hackmatrix.training import checkpoint as ckpt
 from hackmatrix.training import arguments, cli, params_files, policy_loading, run_directory, startup
+from hackmatrix.training import run_records, training_run
 from hackmatrix.training import resume as resuming
 from hackmatrix.training import metrics as M
 from hackmatrix.training.config import TrainConfig
@@ -154,7 +155,7 @@ def test_a_resume_interrupted_during_set_up_leaves_the_run_directory_as_it_was(
     if interrupted_step == "compile":
         monkeypatch.setattr(startup, "build_runner_and_chunk", interrupted)
     else:
-        monkeypatch.setattr(cli, "WandbSink", interrupted)
+        monkeypatch.setattr(training_run, "WandbSink", interrupted)
     assert resume(run_copy.parent, str(run_copy / "checkpoint_2.pkl")) == cli.EXIT_INTERRUPTED
     assert sorted(p.name for p in run_copy.iterdir()) == before
     assert (run_copy / "metrics.jsonl").read_text() == metrics
@@ -797,13 +798,13 @@ def test_the_recorded_commit_says_when_the_code_differs_from_it(tmp_path):
     (repo / "code.py").write_text("x = 1\n")
     git("add", "code.py")
     git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "one")
-    commit = cli.git_commit(repo)
+    commit = run_records.git_commit(repo)
     assert len(commit) == 40
     (repo / "notes.txt").write_text("untracked files do not count\n")
-    assert cli.git_commit(repo) == commit
+    assert run_records.git_commit(repo) == commit
     (repo / "code.py").write_text("x = 2\n")
-    assert cli.git_commit(repo) == commit + "-dirty"
-    assert cli.git_commit(tmp_path) is None  # not a checkout
+    assert run_records.git_commit(repo) == commit + "-dirty"
+    assert run_records.git_commit(tmp_path) is None  # not a checkout
 
 
 def test_resume_without_a_path_breaks_a_tie_in_times_by_the_run_name(tmp_path):

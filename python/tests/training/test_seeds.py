@@ -11,6 +11,7 @@ import pytest
 
 from hackmatrix.training import checkpoint as ckpt
 from hackmatrix.training import cli, seeds
+from hackmatrix.training import metrics as M
 from hackmatrix.training.config import MAX_SEED
 from hackmatrix.training.tensorboard_sink import read_events
 
@@ -200,7 +201,7 @@ def test_the_train_line_shows_mean_and_std_over_the_agents_within_160_columns():
     assert line == ("[train] update=99999/100000 timesteps=3276767232 sps=123456 eta=999h59m59s "
                     "return=-1.23e-05±1.2e-05 stage=7.67±7.6 entropy=1.23e-05±1.2e-05 "
                     "kl=-1.23e-09±1.2e-09")
-    assert len(line) <= cli.M.LINE_WIDTH == 160
+    assert len(line) <= M.LINE_WIDTH == 160
 
 
 def test_health_warnings_name_the_agent():
@@ -221,4 +222,4 @@ def test_a_window_of_another_number_of_agents_is_refused():
     with pytest.raises(ValueError, match="not one of 3 agents"):
         seeds.AgentWindows(3, 128, HACKMATRIX_METRICS).restore(state)
     with pytest.raises(KeyError):  # a one-agent window
-        windows.restore(cli.M.MetricsWindow(128).state(1.5))
+        windows.restore(M.MetricsWindow(128).state(1.5))
